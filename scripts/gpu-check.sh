@@ -1,0 +1,410 @@
+#!/usr/bin/env bash
+# gpu-check.sh: real-GPU proof for cudablame.
+#
+# Builds the faulty programs in cuda-samples/*.cu (static and shared cudart),
+# runs them and the PyTorch scripts in cuda-samples/python/*.py once without
+# and once with the shim, and checks each JSON report against the EXPECT line
+# in the sample's header comment.
+#
+# Usage (from anywhere; it works from the repo root):
+#   scripts/gpu-check.sh                  # all cases
+#   scripts/gpu-check.sh oob second.shared # only cases whose name contains a word
+#
+# Case names: <sample>.static, <sample>.shared for .cu files, <script>.py for
+# Python scripts (e.g. oob_write.static, cross_entropy_oob.py).
+#
+# Environment:
+#   CUDABLAME_LIB      shim to test        (default: $PWD/.gpu/libcudablame.so)
+#   OUT                where gpu-check.log and reports.tgz go (default: /tmp)
+#   BUILD_DIR          sample build + work dir (default: /tmp/cudablame-samples)
+#   NVCC_ARCH          default sm_90 (H100/H200)
+#   PYTHON             default python3
+#   CASE_TIMEOUT       seconds per run (default 120)
+#
+# EXPECT line format (first line of the sample matching it, in // or # comment):
+#   EXPECT kernel=SUB [site=SUB] error=CUDA_ERROR_X confidence=exact|likely|suspect
+#          [reporter=SUB] [pysite=SUB]
+#     kernel   substring of culprit.op.kernel
+#     site     substring of some culprit.op.stack[].function
+#     reporter substring of reporting_call.entry_point
+#     pysite   substring of some culprit.op.python_stack[].function
+# A line "EXPECT-OPTIONAL" marks a case whose missing report counts as skipped.
+#
+# Transparency (always checked): the exit code, and the program's own error
+# (the "sample-error: cudaErrorX" token of the .cu samples, or the final
+# "SomeError: ..." line of a Python traceback), must be the same with and
+# without the shim. CUDA_LAUNCH_BLOCKING is unset for all runs.
+#
+# Output: one "PASS name" / "FAIL name: why" / "SKIP name: why" line per case,
+# then exactly one summary line "N passed, M failed[, K skipped]".
+# Exit status 0 iff nothing failed.
+set -u
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+REPO=$PWD
+LIB=${CUDABLAME_LIB:-$REPO/.gpu/libcudablame.so}
+OUT_DIR=${OUT:-/tmp}
+BUILD_DIR=${BUILD_DIR:-/tmp/cudablame-samples}
+NVCC_ARCH=${NVCC_ARCH:-sm_90}
+PYTHON=${PYTHON:-python3}
+CASE_TIMEOUT=${CASE_TIMEOUT:-120}
+WORK=$BUILD_DIR/work          # reports/ and logs/ (tarred at the end)
+REPORTS=$WORK/reports
+LOGS=$WORK/logs
+
+PASSED=0 FAILED=0 SKIPPED=0
+FILTERS=()
+
+# ---------------------------------------------------------------- helpers
+
+section() { printf '\n== %s\n' "$*"; }
+
+# selected NAME: true when no filter was given or NAME contains one of them.
+selected() {
+    local f
+    ((${#FILTERS[@]} == 0)) && return 0
+    for f in "${FILTERS[@]}"; do
+        [[ $1 == *"$f"* ]] && return 0
+    done
+    return 1
+}
+
+# The program's own view of its error, used for the transparency check:
+# the "sample-error: cudaErrorX" token the .cu samples print, or the final
+# "SomeError: message" line of a Python traceback. Empty if none.
+error_signature() {
+    local f=$1 line
+    line=$(grep -o 'sample-error: [A-Za-z0-9_]*' "$f" 2>/dev/null | tail -n 1)
+    if [[ -z $line ]]; then
+        line=$(grep -E '^[A-Za-z_][A-Za-z0-9_.]*(Error|Exception): ' "$f" 2>/dev/null | tail -n 1)
+    fi
+    printf '%s' "$line"
+}
+
+last_line() { grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1; }
+
+record() {  # record STATUS LINE
+    echo "$2"
+    case $1 in
+        pass) PASSED=$((PASSED + 1)) ;;
+        skip) SKIPPED=$((SKIPPED + 1)) ;;
+        *) FAILED=$((FAILED + 1)) ;;
+    esac
+}
+
+# check_report NAME SOURCE REPORT RC_BASE RC_SHIM SIG_BASE SIG_SHIM
+# Prints "PASS NAME" / "FAIL NAME: ..." / "SKIP NAME: ..." (plus indented
+# detail lines) and exits 0 / 1 / 2 accordingly.
+check_report() {
+    "$PYTHON" - "$@" <<'PY'
+import json, os, re, sys
+
+name, source, report, rc_base, rc_shim, sig_base, sig_shim = sys.argv[1:8]
+rc_base, rc_shim = int(rc_base), int(rc_shim)
+
+expect, optional = None, False
+with open(source, encoding="utf-8", errors="replace") as f:
+    for line in f:
+        if re.match(r"\s*(//|#)\s*EXPECT-OPTIONAL\b", line):
+            optional = True
+            continue
+        m = re.match(r"\s*(//|#)\s*EXPECT\s+(.*)$", line)
+        if m and expect is None:
+            expect = dict(tok.split("=", 1) for tok in m.group(2).split() if "=" in tok)
+
+def finish(status, why=None, details=()):
+    word = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}[status]
+    print(f"{word} {name}" + (f": {why}" if why else ""))
+    for d in details:
+        print(f"    {d}")
+    sys.exit({"pass": 0, "fail": 1, "skip": 2}[status])
+
+if expect is None:
+    finish("fail", f"no EXPECT line in {source}")
+
+problems = []
+
+# Transparency: the shim must not change what the program sees.
+if rc_shim in (124, 137):
+    finish("fail", f"timed out with the shim (exit {rc_shim}; without the shim: exit {rc_base})")
+if rc_shim != rc_base:
+    problems.append(f"transparency: exit code with shim {rc_shim} != without shim {rc_base}")
+if sig_base and sig_shim != sig_base:
+    problems.append(f"transparency: program error with shim {sig_shim!r} != without shim {sig_base!r}")
+
+if not os.path.exists(report):
+    if problems:
+        finish("fail", "; ".join(problems + ["no report written"]))
+    if optional:
+        finish("skip", f"no report written (EXPECT-OPTIONAL; program exit {rc_shim}, {sig_shim or 'no error line'})")
+    if rc_base == 0:
+        finish("fail", "no report, and the sample did not fail even without the shim (exit 0)")
+    finish("fail", f"no report written at {report}")
+
+try:
+    with open(report, encoding="utf-8") as f:
+        r = json.load(f)
+except Exception as e:  # noqa: BLE001
+    finish("fail", "; ".join(problems + [f"report is not valid JSON: {e}"]))
+
+def get(obj, *path):
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+def functions(frames):
+    if not isinstance(frames, list):
+        return []
+    return [f.get("function") for f in frames if isinstance(f, dict) and f.get("function")]
+
+def short(s, n=160):
+    s = str(s)
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+if not isinstance(r, dict):
+    finish("fail", "; ".join(problems + [f"report is not a JSON object: {short(r)}"]))
+schema = r.get("schema")
+if schema != "cudablame.report/1":
+    problems.append(f"schema: expected 'cudablame.report/1', got {schema!r}")
+
+err_name = get(r, "error", "name")
+culprit_op = get(r, "culprit", "op")
+confidence = get(r, "culprit", "confidence")
+kernel = get(culprit_op, "kernel")
+stack_fns = functions(get(culprit_op, "stack"))
+py_fns = functions(get(culprit_op, "python_stack"))
+entry = get(r, "reporting_call", "entry_point")
+
+if "error" in expect and err_name != expect["error"]:
+    problems.append(f"error.name: expected {expect['error']}, got {err_name!r}")
+if "confidence" in expect and confidence != expect["confidence"]:
+    problems.append(f"culprit.confidence: expected {expect['confidence']}, got {confidence!r}")
+if "kernel" in expect and expect["kernel"] not in (kernel or ""):
+    problems.append(f"culprit.op.kernel: expected to contain {expect['kernel']!r}, got {short(kernel)!r}")
+if "site" in expect and not any(expect["site"] in fn for fn in stack_fns):
+    problems.append(f"culprit.op.stack: no function containing {expect['site']!r} "
+                    f"(functions: {short(stack_fns[:8], 300)})")
+if "pysite" in expect and not any(expect["pysite"] in fn for fn in py_fns):
+    problems.append(f"culprit.op.python_stack: no function containing {expect['pysite']!r} "
+                    f"(functions: {short(py_fns[:8], 300)})")
+if "reporter" in expect and expect["reporter"] not in (entry or ""):
+    problems.append(f"reporting_call.entry_point: expected to contain {expect['reporter']!r}, got {entry!r}")
+
+site_fn = next((fn for fn in stack_fns if expect.get("site") and expect["site"] in fn), None)
+details = [
+    f"error: {err_name} (code {get(r, 'error', 'code')}), reported by {entry} "
+    f"on stream {get(r, 'reporting_call', 'stream')}",
+    f"culprit: [{confidence}] seq {get(culprit_op, 'seq')} {short(kernel)} "
+    f"grid {get(culprit_op, 'grid')} block {get(culprit_op, 'block')} stream {get(culprit_op, 'stream')}",
+    f"culprit site: {site_fn or short(stack_fns[:4], 200)}"
+    + (f"; python: {short(py_fns[:6], 200)}" if py_fns else ""),
+    f"reason: {short(get(r, 'culprit', 'reason'), 200)}",
+    f"suspects: {len(r.get('suspects') or [])}, streams: {len(r.get('streams') or [])}; "
+    f"exit {rc_base} without shim, {rc_shim} with",
+]
+if problems:
+    finish("fail", "; ".join(problems), details)
+finish("pass", None, details)
+PY
+}
+
+# run_case NAME SOURCE COMMAND...
+# Runs COMMAND without and with the shim and checks the report; shared by
+# the .cu binaries and the Python scripts.
+run_case() {
+    local name=$1 source=$2
+    shift 2
+    local report=$REPORTS/$name.json
+    local base_out=$LOGS/$name.base.out base_err=$LOGS/$name.base.err
+    local shim_out=$LOGS/$name.shim.out shim_err=$LOGS/$name.shim.err
+    local rc_base rc_shim rc_check out sig_base sig_shim
+
+    rm -f "$report"
+    timeout -k 10 "$CASE_TIMEOUT" "$@" >"$base_out" 2>"$base_err"
+    rc_base=$?
+    sig_base=$(error_signature "$base_err")
+    echo "-- $name: without shim: exit $rc_base: ${sig_base:-$(last_line "$base_err")}"
+
+    timeout -k 10 "$CASE_TIMEOUT" \
+        env LD_PRELOAD="$LIB" CUDABLAME_REPORT="$report" "$@" >"$shim_out" 2>"$shim_err"
+    rc_shim=$?
+    sig_shim=$(error_signature "$shim_err")
+    echo "-- $name: with shim:    exit $rc_shim: ${sig_shim:-$(last_line "$shim_err")}"
+
+    out=$(check_report "$name" "$source" "$report" "$rc_base" "$rc_shim" \
+        "$sig_base" "$sig_shim" 2>&1)
+    rc_check=$?
+    case $rc_check in
+        0) record pass "$out" ;;
+        2) record skip "$out" ;;
+        *)
+            [[ -n $out ]] || out="FAIL $name: checker crashed (exit $rc_check)"
+            record fail "$out"
+            echo "    --- first 40 lines of stderr with the shim ($shim_err):"
+            head -n 40 "$shim_err" | sed 's/^/    | /'
+            ;;
+    esac
+}
+
+fail_case() {  # fail_case NAME WHY [LOGFILE]
+    record fail "FAIL $1: $2"
+    if [[ -n ${3:-} && -f $3 ]]; then
+        echo "    --- last 40 lines of $3:"
+        tail -n 40 "$3" | sed 's/^/    | /'
+    fi
+}
+
+find_nvcc() {
+    if command -v nvcc >/dev/null 2>&1; then
+        command -v nvcc
+    elif [[ -x /usr/local/cuda/bin/nvcc ]]; then
+        echo /usr/local/cuda/bin/nvcc
+    fi
+}
+
+# ---------------------------------------------------------------- main
+
+main() {
+    FILTERS=("$@")
+    mkdir -p "$OUT_DIR"
+    exec > >(tee "$OUT_DIR/gpu-check.log") 2>&1
+    local tee_pid=$!
+
+    # Never let an inherited setting change where errors surface.
+    unset CUDA_LAUNCH_BLOCKING CUDABLAME_REPORT LD_PRELOAD
+
+    section "versions"
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)"
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1
+    else
+        echo "nvidia-smi: not found"
+    fi
+    local nvcc
+    nvcc=$(find_nvcc)
+    if [[ -n $nvcc ]]; then
+        echo "nvcc: $nvcc"
+        "$nvcc" --version | tail -n 2
+    else
+        echo "nvcc: not found (PATH, /usr/local/cuda/bin)"
+    fi
+    "$PYTHON" - <<'PY' 2>&1
+import sys
+print("python", sys.version.split()[0])
+for mod in ("torch", "triton"):
+    try:
+        m = __import__(mod)
+        extra = f" (cuda {m.version.cuda}, cuda available: {m.cuda.is_available()})" if mod == "torch" else ""
+        print(mod, m.__version__ + extra)
+    except Exception as e:  # noqa: BLE001
+        print(mod, "not available:", e)
+PY
+    echo "shim: $LIB"
+    if [[ -f $LIB ]]; then
+        ls -l "$LIB"
+        sha256sum "$LIB" 2>/dev/null
+    else
+        echo "WARNING: shim library not found; every case will fail with 'no report'"
+    fi
+    echo "filters: ${FILTERS[*]:-(none)}"
+
+    rm -rf "$WORK"
+    mkdir -p "$REPORTS" "$LOGS"
+
+    # ---- build (in parallel; all static and shared variants at once)
+    section "build ($NVCC_ARCH, into $BUILD_DIR)"
+    local src base variant bin
+    local -a cu_sources=()
+    for src in cuda-samples/*.cu; do
+        [[ -f $src ]] || continue
+        base=$(basename "$src" .cu)
+        if selected "$base.static" || selected "$base.shared"; then
+            cu_sources+=("$src")
+        fi
+    done
+    if [[ -n $nvcc ]]; then
+        local -a build_pids=()
+        for src in "${cu_sources[@]}"; do
+            base=$(basename "$src" .cu)
+            for variant in static shared; do
+                selected "$base.$variant" || continue
+                bin=$BUILD_DIR/$base.$variant
+                rm -f "$bin"
+                # -g: host debug info so the shim can show file:line for the
+                # launch sites (it does not change device code).
+                "$nvcc" -O2 -g -arch="$NVCC_ARCH" -cudart "$variant" -o "$bin" "$src" \
+                    >"$LOGS/$base.$variant.build.log" 2>&1 &
+                build_pids+=($!)
+            done
+        done
+        # Wait for the builds by pid: a bare `wait` would also wait for the
+        # tee process substitution (bash >= 5.1) and hang.
+        ((${#build_pids[@]} == 0)) || wait "${build_pids[@]}"
+        for src in "${cu_sources[@]}"; do
+            base=$(basename "$src" .cu)
+            for variant in static shared; do
+                selected "$base.$variant" || continue
+                if [[ -x $BUILD_DIR/$base.$variant ]]; then
+                    echo "built $base.$variant"
+                else
+                    echo "BUILD FAILED $base.$variant (see logs/$base.$variant.build.log)"
+                fi
+            done
+        done
+    fi
+
+    # ---- CUDA C++ samples
+    section "CUDA C++ samples"
+    for src in "${cu_sources[@]}"; do
+        base=$(basename "$src" .cu)
+        for variant in static shared; do
+            local name=$base.$variant
+            selected "$name" || continue
+            bin=$BUILD_DIR/$name
+            if [[ -z $nvcc ]]; then
+                fail_case "$name" "nvcc not found, cannot build"
+            elif [[ ! -x $bin ]]; then
+                fail_case "$name" "build failed" "$LOGS/$name.build.log"
+            else
+                run_case "$name" "$src" "$bin"
+            fi
+        done
+    done
+
+    # ---- PyTorch scripts
+    section "PyTorch scripts"
+    local torch_ok=1
+    "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1 || torch_ok=0
+    for src in cuda-samples/python/*.py; do
+        [[ -f $src ]] || continue
+        local name
+        name=$(basename "$src")
+        selected "$name" || continue
+        if ((torch_ok)); then
+            run_case "$name" "$src" "$PYTHON" "$src"
+        else
+            record skip "SKIP $name: torch with CUDA is not importable by $PYTHON"
+        fi
+    done
+
+    # ---- summary and artifacts
+    tar -czf "$OUT_DIR/reports.tgz" -C "$WORK" reports logs 2>/dev/null ||
+        echo "WARNING: could not write $OUT_DIR/reports.tgz"
+    echo
+    ((PASSED + FAILED + SKIPPED > 0)) || echo "WARNING: no case matched the filter: ${FILTERS[*]}"
+    local summary="$PASSED passed, $FAILED failed"
+    ((SKIPPED > 0)) && summary+=", $SKIPPED skipped"
+    echo "$summary"
+
+    # Let tee drain before exiting so the log file is complete.
+    exec >&- 2>&-
+    wait "$tee_pid" 2>/dev/null
+    ((FAILED == 0))
+}
+
+# Only run when executed, so the helpers can be sourced for testing.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+    main "$@"
+fi

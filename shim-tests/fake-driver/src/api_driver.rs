@@ -1,0 +1,320 @@
+//! Exports: initialization, version, devices, contexts, error strings and `cuGetProcAddress`.
+//!
+//! All exports in the `api_*` modules are `unsafe extern "C"` functions with the signatures of
+//! `cuda.h`; their safety contract is the one documented for the real driver (pointer arguments
+//! must be NULL or valid for the access the CUDA documentation describes).
+#![allow(non_snake_case, clippy::missing_safety_doc)]
+
+use crate::capture;
+use crate::context::{self, Context, CONTEXTS};
+use crate::errors;
+use crate::handles::handle_of;
+use crate::resolve::{self, Resolution};
+use crate::types::*;
+use crate::{guard, write_out};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+
+/// `cuInit(unsigned int Flags)`: flags must be 0.
+#[no_mangle]
+pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
+    guard(|| {
+        if flags != 0 {
+            return Err(errors::INVALID_VALUE);
+        }
+        context::init()
+    })
+}
+
+/// `cuDriverGetVersion(int*)`: 13000. Works before `cuInit`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
+    guard(|| write_out(version, DRIVER_VERSION))
+}
+
+/// `cuDeviceGetCount(int*)`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
+    guard(|| {
+        context::require_init()?;
+        write_out(count, context::device_count())
+    })
+}
+
+/// `cuDeviceGet(CUdevice*, int ordinal)`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CUresult {
+    guard(|| {
+        context::check_device(ordinal)?;
+        write_out(device, ordinal)
+    })
+}
+
+/// `cuDeviceGetName(char*, int len, CUdevice)`: "Fake GPU N", truncated to `len - 1` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult {
+    guard(|| {
+        context::check_device(dev)?;
+        if name.is_null() || len <= 0 {
+            return Err(errors::INVALID_VALUE);
+        }
+        let text = format!("Fake GPU {dev}");
+        let n = text.len().min(len as usize - 1);
+        std::ptr::copy_nonoverlapping(text.as_ptr() as *const c_char, name, n);
+        *name.add(n) = 0;
+        Ok(())
+    })
+}
+
+/// `cuDeviceTotalMem_v2(size_t*, CUdevice)`: 80 GiB.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -> CUresult {
+    guard(|| {
+        context::check_device(dev)?;
+        write_out(bytes, 80 << 30)
+    })
+}
+
+/// Value of a device attribute: a few plausible values, 0 for everything else.
+fn attribute_value(attrib: c_int) -> c_int {
+    let memops = if stream_memops_supported() { 1 } else { 0 };
+    match attrib {
+        attr::MAX_THREADS_PER_BLOCK | attr::MAX_BLOCK_DIM_X | attr::MAX_BLOCK_DIM_Y => 1024,
+        attr::MAX_BLOCK_DIM_Z => 64,
+        attr::MAX_GRID_DIM_X => i32::MAX,
+        attr::MAX_GRID_DIM_Y | attr::MAX_GRID_DIM_Z => 65535,
+        attr::WARP_SIZE => 32,
+        attr::MULTIPROCESSOR_COUNT => 132,
+        attr::COMPUTE_CAPABILITY_MAJOR => 9,
+        attr::COMPUTE_CAPABILITY_MINOR => 0,
+        attr::CAN_MAP_HOST_MEMORY
+        | attr::UNIFIED_ADDRESSING
+        | attr::CONCURRENT_KERNELS
+        | attr::COOPERATIVE_LAUNCH
+        | attr::MEMORY_POOLS_SUPPORTED => 1,
+        attr::CAN_USE_STREAM_MEM_OPS | attr::CAN_USE_64_BIT_STREAM_MEM_OPS => memops,
+        _ => 0,
+    }
+}
+
+/// Whether stream memory operations are available (`FAKE_CUDA_NO_STREAM_MEMOPS` unset / 0).
+pub fn stream_memops_supported() -> bool {
+    !std::env::var("FAKE_CUDA_NO_STREAM_MEMOPS").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// `cuDeviceGetAttribute(int*, CUdevice_attribute, CUdevice)`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetAttribute(
+    value: *mut c_int,
+    attrib: c_int,
+    dev: CUdevice,
+) -> CUresult {
+    guard(|| {
+        context::check_device(dev)?;
+        write_out(value, attribute_value(attrib))
+    })
+}
+
+/// `cuDevicePrimaryCtxRetain(CUcontext*, CUdevice)`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
+    guard(|| {
+        if pctx.is_null() {
+            return Err(errors::INVALID_VALUE);
+        }
+        let ctx = context::primary_retain(dev)?;
+        write_out(pctx, handle_of(ctx))
+    })
+}
+
+/// `cuDevicePrimaryCtxRelease_v2(CUdevice)`: the last release destroys the primary context.
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
+    guard(|| context::primary_release(dev))
+}
+
+/// `cuCtxCreate_v2(CUcontext*, unsigned int flags, CUdevice)`: creates and pushes a context.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate_v2(
+    pctx: *mut CUcontext,
+    _flags: c_uint,
+    dev: CUdevice,
+) -> CUresult {
+    guard(|| {
+        context::check_device(dev)?;
+        if pctx.is_null() {
+            return Err(errors::INVALID_VALUE);
+        }
+        let ctx = Context::create(dev, false);
+        context::push_current(ctx)?;
+        write_out(pctx, handle_of(ctx))
+    })
+}
+
+/// `cuCtxDestroy_v2(CUcontext)`: waits for the context's work, then destroys it (works on a
+/// poisoned context too: that is how a real application recovers).
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
+    guard(|| {
+        context::require_init()?;
+        let ctx = CONTEXTS.get(ctx).ok_or(errors::INVALID_CONTEXT)?;
+        context::pop_if_current(ctx);
+        ctx.destroy();
+        Ok(())
+    })
+}
+
+/// `cuCtxSetCurrent(CUcontext)`: replaces the top of the thread's stack (NULL pops).
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
+    guard(|| {
+        context::require_init()?;
+        if ctx.is_null() {
+            return context::set_current(None);
+        }
+        let ctx = CONTEXTS.get(ctx).ok_or(errors::INVALID_CONTEXT)?;
+        context::set_current(Some(ctx))
+    })
+}
+
+/// `cuCtxGetCurrent(CUcontext*)`: NULL if the thread has no context. Works after a fault.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
+    guard(|| {
+        context::require_init()?;
+        let current = context::current_raw().map_or(std::ptr::null_mut(), handle_of);
+        write_out(pctx, current)
+    })
+}
+
+/// `cuCtxPushCurrent_v2(CUcontext)`.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
+    guard(|| {
+        context::require_init()?;
+        let ctx = CONTEXTS.get(ctx).ok_or(errors::INVALID_CONTEXT)?;
+        context::push_current(ctx)
+    })
+}
+
+/// `cuCtxPopCurrent_v2(CUcontext*)`: `pctx` may be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
+    guard(|| {
+        context::require_init()?;
+        let popped = context::pop_current()?.ok_or(errors::INVALID_CONTEXT)?;
+        if !pctx.is_null() {
+            *pctx = handle_of(popped);
+        }
+        Ok(())
+    })
+}
+
+/// `cuCtxGetDevice(CUdevice*)`. Works after a fault.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
+    guard(|| {
+        let ctx = context::current()?;
+        write_out(device, ctx.device)
+    })
+}
+
+/// `cuCtxSynchronize()`: waits for every stream of the current context.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
+    guard(|| {
+        let ctx = context::current_checked()?;
+        capture::check_unsafe_call()?;
+        ctx.synchronize_all();
+        ctx.check()
+    })
+}
+
+/// `cuGetErrorName(CUresult, const char**)`: `CUDA_ERROR_INVALID_VALUE` (and NULL) if unknown.
+#[no_mangle]
+pub unsafe extern "C" fn cuGetErrorName(error: CUresult, pstr: *mut *const c_char) -> CUresult {
+    guard(|| error_text(error, pstr, |(name, _)| name))
+}
+
+/// `cuGetErrorString(CUresult, const char**)`: `CUDA_ERROR_INVALID_VALUE` (and NULL) if unknown.
+#[no_mangle]
+pub unsafe extern "C" fn cuGetErrorString(error: CUresult, pstr: *mut *const c_char) -> CUresult {
+    guard(|| error_text(error, pstr, |(_, desc)| desc))
+}
+
+unsafe fn error_text(
+    error: CUresult,
+    pstr: *mut *const c_char,
+    pick: impl FnOnce((&'static str, &'static str)) -> &'static str,
+) -> Res<()> {
+    match errors::lookup(error) {
+        Some(entry) => write_out(pstr, pick(entry).as_ptr() as *const c_char),
+        None => {
+            if !pstr.is_null() {
+                *pstr = std::ptr::null();
+            }
+            Err(errors::INVALID_VALUE)
+        }
+    }
+}
+
+unsafe fn proc_address(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cuda_version: c_int,
+    flags: u64,
+) -> Res<Resolution> {
+    if symbol.is_null() || pfn.is_null() {
+        return Err(errors::INVALID_VALUE);
+    }
+    let name = CStr::from_ptr(symbol).to_str().unwrap_or("");
+    let resolution = resolve::resolve(name, cuda_version, flags);
+    let address = match resolution {
+        Resolution::Found(address) => address,
+        _ => std::ptr::null_mut(),
+    };
+    *pfn = address;
+    crate::trace!(
+        "cuGetProcAddress({name}, {cuda_version}, {flags}) -> {:?}",
+        resolution
+    );
+    Ok(resolution)
+}
+
+/// `cuGetProcAddress(const char*, void**, int cudaVersion, cuuint64_t flags)` (CUDA 11.3
+/// signature): `CUDA_ERROR_NOT_FOUND` if the symbol is unknown or needs a newer version.
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cuda_version: c_int,
+    flags: u64,
+) -> CUresult {
+    guard(|| match proc_address(symbol, pfn, cuda_version, flags)? {
+        Resolution::Found(_) => Ok(()),
+        _ => Err(errors::NOT_FOUND),
+    })
+}
+
+/// `cuGetProcAddress_v2(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*)`:
+/// `CUDA_SUCCESS` with `*pfn = NULL` and the reason in `*status` (which may be NULL) when the
+/// symbol is unknown or needs a newer `cudaVersion`.
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cuda_version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> CUresult {
+    guard(|| {
+        let code = match proc_address(symbol, pfn, cuda_version, flags)? {
+            Resolution::Found(_) => PROC_ADDRESS_SUCCESS,
+            Resolution::NotFound => PROC_ADDRESS_SYMBOL_NOT_FOUND,
+            Resolution::VersionNotSufficient => PROC_ADDRESS_VERSION_NOT_SUFFICIENT,
+        };
+        if !status.is_null() {
+            *status = code;
+        }
+        Ok(())
+    })
+}

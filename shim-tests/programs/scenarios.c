@@ -1,0 +1,270 @@
+/* Faulty programs for the shim's integration tests, run against the fake driver.
+ *
+ * Usage: scenarios [--ptds] [--dlsym] SCENARIO
+ * Reaches the driver like the static CUDA runtime (dlopen("libcuda.so.1") + dlsym of
+ * "cuGetProcAddress_v2", everything else through it; --ptds asks for per-thread default stream
+ * variants), like Triton (--dlsym: dlsym of each exported name), or, when compiled with
+ * -DLINKED -lcuda, by direct calls to the driver's symbols.
+ *
+ * Every culprit is launched from launch_bad_kernel() (the name the tests look for in the launch
+ * stack); the program prints key=value lines (rc of the reporting call, pid, tids) and exits with
+ * 0 on success or 1 when the CUDA error came back, like a real program would. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+typedef unsigned int CUresult;
+typedef void *CUcontext, *CUstream, *CUfunction, *CUmodule, *CUgraph, *CUgraphExec, *CUgraphNode;
+typedef unsigned long long CUdeviceptr;
+typedef struct {
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    CUstream hStream;
+    void *attrs;
+    unsigned numAttrs;
+} CUlaunchConfig;
+
+/* name used with cuGetProcAddress, exported name (for dlsym / direct link), return, params */
+#define DRIVER_FUNCTIONS(X)                                                                        \
+    X(cuInit, cuInit, (unsigned))                                                                  \
+    X(cuDeviceGet, cuDeviceGet, (int *, int))                                                      \
+    X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, (CUcontext *, int))                      \
+    X(cuCtxSetCurrent, cuCtxSetCurrent, (CUcontext))                                               \
+    X(cuModuleLoadData, cuModuleLoadData, (CUmodule *, const void *))                              \
+    X(cuModuleGetFunction, cuModuleGetFunction, (CUfunction *, CUmodule, const char *))            \
+    X(cuMemAlloc, cuMemAlloc_v2, (CUdeviceptr *, size_t))                                          \
+    X(cuMemcpyHtoD, cuMemcpyHtoD_v2, (CUdeviceptr, const void *, size_t))                          \
+    X(cuMemcpyDtoH, cuMemcpyDtoH_v2, (void *, CUdeviceptr, size_t))                                \
+    X(cuLaunchKernel, cuLaunchKernel,                                                              \
+      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
+       void **, void **))                                                                          \
+    X(cuLaunchKernelEx, cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **))  \
+    X(cuStreamCreate, cuStreamCreate, (CUstream *, unsigned))                                      \
+    X(cuStreamSynchronize, cuStreamSynchronize, (CUstream))                                        \
+    X(cuCtxSynchronize, cuCtxSynchronize, (void))                                                  \
+    X(cuStreamBeginCapture, cuStreamBeginCapture_v2, (CUstream, unsigned))                         \
+    X(cuStreamEndCapture, cuStreamEndCapture, (CUstream, CUgraph *))                               \
+    X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags,                                    \
+      (CUgraphExec *, CUgraph, unsigned long long))                                                \
+    X(cuGraphLaunch, cuGraphLaunch, (CUgraphExec, CUstream))                                       \
+    X(cuGraphGetNodes, cuGraphGetNodes, (CUgraph, CUgraphNode *, size_t *))
+
+#define DECLARE(name, sym, params) static CUresult(*p_##name) params;
+DRIVER_FUNCTIONS(DECLARE)
+
+#ifdef LINKED
+#define PROTO(name, sym, params) extern CUresult sym params;
+DRIVER_FUNCTIONS(PROTO)
+#endif
+
+static const char *MODULE =
+    "// fake: slow delay_us=20000\n"
+    "// fake: quick\n"
+    "// fake: oob_write fault=700 delay_us=1000\n"
+    "// fake: instant_oob fault=700\n"
+    ".visible .entry slow(\n.visible .entry quick(\n.visible .entry oob_write(\n"
+    ".visible .entry instant_oob(\n";
+
+static CUfunction slow, quick, oob_write, instant_oob;
+static CUcontext ctx;
+static unsigned bad_block = 256; /* launch_bad_kernel's block size (2048: an invalid launch) */
+static CUdeviceptr buffer;
+static int failures;
+
+static void check(const char *what, CUresult rc) {
+    if (rc != 0) {
+        printf("setup_failed=%s rc=%u\n", what, rc);
+        exit(3);
+    }
+}
+
+static long tid(void) { return syscall(SYS_gettid); }
+
+static void resolve(int per_thread, int by_dlsym) {
+#ifdef LINKED
+    (void)per_thread;
+    (void)by_dlsym;
+#define ASSIGN(name, sym, params) p_##name = sym;
+    DRIVER_FUNCTIONS(ASSIGN)
+#else
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!h) {
+        printf("setup_failed=dlopen %s\n", dlerror());
+        exit(3);
+    }
+    if (by_dlsym) {
+#define BY_DLSYM(name, sym, params) *(void **)&p_##name = dlsym(h, #sym);
+        DRIVER_FUNCTIONS(BY_DLSYM)
+    } else {
+        CUresult (*gpa)(const char *, void **, int, unsigned long long, int *) =
+            (CUresult(*)(const char *, void **, int, unsigned long long, int *))dlsym(h, "cuGetProcAddress_v2");
+        if (!gpa) {
+            printf("setup_failed=cuGetProcAddress_v2\n");
+            exit(3);
+        }
+        int status;
+#define BY_GPA(name, sym, params) check(#name, gpa(#name, (void **)&p_##name, 13000, per_thread ? 2 : 0, &status));
+        DRIVER_FUNCTIONS(BY_GPA)
+    }
+#endif
+}
+
+static void setup(void) {
+    int dev;
+    CUmodule mod;
+    check("cuInit", p_cuInit(0));
+    check("cuDeviceGet", p_cuDeviceGet(&dev, 0));
+    check("cuDevicePrimaryCtxRetain", p_cuDevicePrimaryCtxRetain(&ctx, dev));
+    check("cuCtxSetCurrent", p_cuCtxSetCurrent(ctx));
+    check("cuModuleLoadData", p_cuModuleLoadData(&mod, MODULE));
+    check("slow", p_cuModuleGetFunction(&slow, mod, "slow"));
+    check("quick", p_cuModuleGetFunction(&quick, mod, "quick"));
+    check("oob_write", p_cuModuleGetFunction(&oob_write, mod, "oob_write"));
+    check("instant_oob", p_cuModuleGetFunction(&instant_oob, mod, "instant_oob"));
+    check("cuMemAlloc", p_cuMemAlloc(&buffer, 4096));
+    int host[16] = {0};
+    check("cuMemcpyHtoD", p_cuMemcpyHtoD(buffer, host, sizeof host));
+}
+
+static CUresult launch(CUfunction f, unsigned grid, unsigned block, CUstream s) {
+    void *params[] = {&buffer};
+    return p_cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, params, NULL);
+}
+
+__attribute__((noinline)) void launch_warmup(CUstream s, int n) {
+    for (int i = 0; i < n; i++) check("warmup launch", launch(slow, 4, 128, s));
+}
+
+__attribute__((noinline)) CUresult launch_bad_kernel(CUfunction f, CUstream s) {
+    return launch(f, 8, bad_block, s);
+}
+
+__attribute__((noinline)) void launch_after(CUstream s, int n) {
+    for (int i = 0; i < n; i++) launch(quick, 1, 32, s);
+}
+
+static int report_rc(const char *what, CUresult rc) {
+    printf("%s=%u\n", what, rc);
+    return rc == 0 ? 0 : 1;
+}
+
+static void *thread_body(void *arg) {
+    (void)arg;
+    printf("launch_tid=%ld\n", tid());
+    check("thread context", p_cuCtxSetCurrent(ctx));
+    launch_bad_kernel(oob_write, NULL);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int per_thread = 0, by_dlsym = 0;
+    const char *scenario = "oob";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ptds")) per_thread = 1;
+        else if (!strcmp(argv[i], "--dlsym")) by_dlsym = 1;
+        else scenario = argv[i];
+    }
+    setvbuf(stdout, NULL, _IONBF, 0);
+    printf("pid=%d\nmain_tid=%ld\n", getpid(), tid());
+    resolve(per_thread, by_dlsym);
+    setup();
+    int out[16];
+
+    if (!strcmp(scenario, "oob")) {
+        /* #1 #2 slow, #3 oob_write (culprit), #4..#6 quick; the read-back reports it. */
+        launch_warmup(NULL, 2);
+        launch_bad_kernel(oob_write, NULL);
+        launch_after(NULL, 3);
+        int rc = report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
+        report_rc("sync_rc", p_cuCtxSynchronize()); /* a second sticky return: counted, not reported */
+        return rc;
+    }
+    if (!strcmp(scenario, "next_launch")) {
+        /* #1 instant_oob (culprit); the fault lands before the next launch, which reports it. */
+        launch_bad_kernel(instant_oob, NULL);
+        usleep(50000);
+        return report_rc("launch_rc", launch(quick, 1, 32, NULL));
+    }
+    if (!strcmp(scenario, "side_stream")) {
+        /* A: #1..#3 slow, synchronized. B: #1 instant_oob (culprit). Reported by A's sync. */
+        CUstream a, b;
+        check("stream a", p_cuStreamCreate(&a, 1));
+        check("stream b", p_cuStreamCreate(&b, 1));
+        printf("stream_b=%p\n", b);
+        launch_warmup(a, 3);
+        check("sync a", p_cuStreamSynchronize(a));
+        launch_bad_kernel(instant_oob, b);
+        usleep(50000);
+        return report_rc("sync_rc", p_cuStreamSynchronize(a));
+    }
+    if (!strcmp(scenario, "busy_stream")) {
+        /* A: many slow kernels still queued (the first runs for 20 ms). B: instant_oob launched
+         * last. Both streams have unfinished work: `likely`, most recent first = B's #1. */
+        CUstream a, b;
+        check("stream a", p_cuStreamCreate(&a, 1));
+        check("stream b", p_cuStreamCreate(&b, 1));
+        launch_warmup(a, 5);
+        usleep(2000);
+        launch_bad_kernel(instant_oob, b);
+        return report_rc("sync_rc", p_cuCtxSynchronize());
+    }
+    if (!strcmp(scenario, "threads")) {
+        /* Another thread launches the culprit (#2 after one warmup); main thread syncs. */
+        pthread_t t;
+        launch_warmup(NULL, 1);
+        pthread_create(&t, NULL, thread_body, NULL);
+        pthread_join(t, NULL);
+        return report_rc("sync_rc", p_cuCtxSynchronize());
+    }
+    if (!strcmp(scenario, "launch_ex")) {
+        /* cuLaunchKernelEx on a created stream: #1 oob_write with grid 3x2x1, block 64x2x1, 128 B smem. */
+        CUstream s;
+        check("stream", p_cuStreamCreate(&s, 1));
+        CUlaunchConfig cfg = {3, 2, 1, 64, 2, 1, 128, s, NULL, 0};
+        void *params[] = {&buffer};
+        check("launch ex", p_cuLaunchKernelEx(&cfg, oob_write, params, NULL));
+        return report_rc("sync_rc", p_cuStreamSynchronize(s));
+    }
+    if (!strcmp(scenario, "launch_error")) {
+        /* 2048 threads per block: the launch itself fails with CUDA_ERROR_INVALID_VALUE (1). */
+        launch_warmup(NULL, 1);
+        bad_block = 2048;
+        CUresult rc = launch_bad_kernel(quick, NULL);
+        printf("launch_rc=%u\n", rc);
+        (void)launch(quick, 1, 2048, NULL); /* a second bad launch: counted only */
+        return report_rc("sync_rc", p_cuCtxSynchronize()) || rc != 0;
+    }
+    if (!strcmp(scenario, "capture")) {
+        /* Global-mode capture of 3 kernels on S must stay valid and hold exactly 3 nodes (no
+         * markers inside the user's graph); then S: #1 the graph launch, #2 oob (culprit). */
+        CUstream s;
+        CUgraph g;
+        CUgraphExec e;
+        size_t nodes = 0;
+        check("stream", p_cuStreamCreate(&s, 1));
+        check("begin capture", p_cuStreamBeginCapture(s, 0));
+        launch_warmup(s, 3);
+        printf("end_capture_rc=%u\n", p_cuStreamEndCapture(s, &g));
+        check("nodes", p_cuGraphGetNodes(g, NULL, &nodes));
+        printf("graph_nodes=%zu\n", nodes);
+        check("instantiate", p_cuGraphInstantiateWithFlags(&e, g, 0));
+        check("graph launch", p_cuGraphLaunch(e, s));
+        launch_bad_kernel(oob_write, s);
+        return report_rc("sync_rc", p_cuStreamSynchronize(s));
+    }
+    if (!strcmp(scenario, "ok")) {
+        /* No error at all: no report, same output with and without the shim. */
+        launch_warmup(NULL, 2);
+        launch_after(NULL, 2);
+        int rc = report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
+        printf("first_word=%d\n", out[0]);
+        return rc;
+    }
+    printf("unknown scenario %s\n", scenario);
+    return 4;
+}

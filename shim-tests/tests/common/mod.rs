@@ -1,0 +1,146 @@
+//! Harness for running C test programs under `libcudablame.so` against the fake driver.
+//!
+//! Needs `cargo build --release --workspace` first (scripts/test.sh does it): the tests use
+//! `target/release/libcudablame.so` and `target/release/libfakecuda.so`.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// `target/<profile>`: where cargo put this test binary's siblings.
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    exe.parent().and_then(Path::parent).expect("target/<profile>/deps").to_path_buf()
+}
+
+pub fn shim() -> PathBuf {
+    let p = target_dir().join("libcudablame.so");
+    assert!(p.exists(), "{} missing: run `cargo build --release --workspace` (scripts/test.sh)", p.display());
+    p
+}
+
+/// A directory holding the fake driver as `libcuda.so.1` (and `libcuda.so` for `-lcuda`).
+pub fn driver_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let fake = target_dir().join("libfakecuda.so");
+        assert!(fake.exists(), "{} missing: run `cargo build --release --workspace`", fake.display());
+        let dir = scratch().join("driver");
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["libcuda.so.1", "libcuda.so"] {
+            let _ = std::fs::remove_file(dir.join(name));
+            std::fs::copy(&fake, dir.join(name)).unwrap();
+        }
+        dir
+    })
+}
+
+/// A per-test-binary scratch directory (kept for inspection after a failure).
+pub fn scratch() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let name = std::env::current_exe().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+        let dir = target_dir().join("shim-tests-scratch").join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+}
+
+pub fn programs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("programs")
+}
+
+/// Compiles `programs/<name>.c` once per test binary (`-g -O1`, frame-pointer-free like real
+/// code), linking `-lcuda` (the fake) when `link_cuda`.
+pub fn compile(name: &str, link_cuda: bool) -> PathBuf {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let out = scratch().join(if link_cuda { format!("{name}-linked") } else { name.to_string() });
+    if out.exists() {
+        return out;
+    }
+    let src = programs_dir().join(format!("{name}.c"));
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cc.args(["-g", "-O1", "-fno-inline", "-Wall", "-o"]).arg(&out).arg(&src).arg("-I").arg(programs_dir());
+    if link_cuda {
+        cc.arg("-L").arg(driver_dir()).arg("-lcuda").arg(format!("-Wl,-rpath,{}", driver_dir().display()));
+    }
+    cc.args(["-ldl", "-lpthread"]);
+    let st = cc.status().expect("run cc");
+    assert!(st.success(), "compiling {} failed", src.display());
+    out
+}
+
+/// What one run produced.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    /// The JSON report, if one was written.
+    pub report: Option<Value>,
+    pub report_path: PathBuf,
+}
+
+/// Runs `program args` with the fake driver, under the shim when `shim` is true, with extra env.
+pub fn run(program: &Path, args: &[&str], shim_on: bool, env: &[(&str, &str)]) -> Run {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let report_path = scratch().join(format!("report-{n}.json"));
+    let mut cmd = Command::new(program);
+    cmd.args(args).env("LD_LIBRARY_PATH", driver_dir()).env_remove("LD_PRELOAD");
+    cmd.env("CUDABLAME_REPORT", &report_path);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    if shim_on {
+        cmd.env("LD_PRELOAD", shim());
+    }
+    let out = cmd.output().expect("run test program");
+    let report = std::fs::read(&report_path).ok().map(|b| serde_json::from_slice(&b).expect("report is JSON"));
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        report,
+        report_path,
+    }
+}
+
+impl Run {
+    pub fn report(&self) -> &Value {
+        self.report.as_ref().unwrap_or_else(|| {
+            panic!("no report at {}\nstdout:\n{}\nstderr:\n{}", self.report_path.display(), self.stdout, self.stderr)
+        })
+    }
+
+    /// The culprit op.
+    pub fn culprit(&self) -> &Value {
+        &self.report()["culprit"]["op"]
+    }
+
+    /// Function names of the culprit's launch stack.
+    pub fn culprit_functions(&self) -> Vec<String> {
+        functions(&self.culprit()["stack"])
+    }
+
+    /// A `key=value` line the test program printed on stdout.
+    pub fn printed(&self, key: &str) -> String {
+        self.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("program printed no {key}=; stdout:\n{}", self.stdout))
+            .trim()
+            .to_string()
+    }
+}
+
+pub fn functions(stack: &Value) -> Vec<String> {
+    stack
+        .as_array()
+        .map(|a| a.iter().filter_map(|f| f["function"].as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,183 @@
+//! The shim names the culprit launch: test programs reach the fake driver each way real programs
+//! do, fault asynchronously, and the JSON report must name the right op.
+
+mod common;
+use common::*;
+
+fn scenarios() -> std::path::PathBuf {
+    compile("scenarios", false)
+}
+
+/// The checks every "oob"-style run shares: error, culprit kernel and seq, launch site, confidence.
+fn assert_culprit(r: &Run, kernel: &str, seq: u64, confidence: &str) {
+    let rep = r.report();
+    assert_eq!(rep["schema"], "cudablame.report/1");
+    assert_eq!(rep["error"]["code"], 700, "{}", r.stderr);
+    assert_eq!(rep["error"]["name"], "CUDA_ERROR_ILLEGAL_ADDRESS");
+    assert_eq!(rep["error"]["sticky"], true);
+    assert_eq!(rep["culprit"]["confidence"], confidence, "reason: {}", rep["culprit"]["reason"]);
+    assert_eq!(r.culprit()["kernel"], kernel, "{}", r.stderr);
+    assert_eq!(r.culprit()["seq"], seq);
+    assert_eq!(r.culprit()["kind"], "kernel");
+    let f = r.culprit_functions();
+    assert!(f.iter().any(|n| n == "launch_bad_kernel"), "launch stack: {f:?}");
+    assert!(!f.iter().any(|n| n.contains("cudablame")), "own frames leaked: {f:?}");
+    assert_eq!(rep["process"]["pid"].to_string(), r.printed("pid"));
+}
+
+#[test]
+fn static_runtime_way_names_the_culprit_not_the_memcpy() {
+    let r = run(&scenarios(), &["oob"], true, &[]);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.printed("memcpy_rc"), "700");
+    assert_culprit(&r, "oob_write", 3, "exact");
+    let rep = r.report();
+    assert_eq!(rep["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2");
+    assert_eq!(rep["reporting_call"]["thread"].to_string(), r.printed("main_tid"));
+    assert_eq!(r.culprit()["grid"], serde_json::json!([8, 1, 1]));
+    assert_eq!(r.culprit()["block"], serde_json::json!([256, 1, 1]));
+    assert_eq!(r.culprit()["entry_point"], "cuLaunchKernel");
+    assert_eq!(r.culprit()["stream"], "legacy");
+    // The reporting call's own stack shows where the program noticed it.
+    let rf = functions(&rep["reporting_call"]["stack"]);
+    assert!(rf.iter().any(|n| n == "main"), "{rf:?}");
+    // #4..#6 were queued behind the culprit and never ran.
+    let suspects: Vec<u64> = rep["suspects"].as_array().unwrap().iter().map(|o| o["seq"].as_u64().unwrap()).collect();
+    assert_eq!(suspects, vec![4, 5, 6]);
+    let stream = &rep["streams"][0];
+    assert_eq!((stream["issued"].as_u64(), stream["completed"].as_u64()), (Some(6), Some(2)));
+    // One report: the second sticky return (cuCtxSynchronize) is only counted.
+    assert_eq!(r.printed("sync_rc"), "700");
+    assert_eq!(r.stderr.matches("==== cudablame:").count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("culprit [Exact]: #3 kernel oob_write"), "{}", r.stderr);
+}
+
+#[test]
+fn per_thread_default_stream_variants() {
+    let r = run(&scenarios(), &["--ptds", "oob"], true, &[]);
+    assert_culprit(&r, "oob_write", 3, "exact");
+    assert_eq!(r.report()["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2_ptds");
+    assert_eq!(r.culprit()["entry_point"], "cuLaunchKernel_ptsz");
+    assert_eq!(r.culprit()["stream"], format!("per-thread({})", r.printed("main_tid")));
+}
+
+#[test]
+fn dlsym_way_like_triton() {
+    let r = run(&scenarios(), &["--dlsym", "oob"], true, &[]);
+    assert_culprit(&r, "oob_write", 3, "exact");
+    assert_eq!(r.report()["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2");
+}
+
+#[test]
+fn direct_link_with_lcuda() {
+    let r = run(&compile("scenarios", true), &["oob"], true, &[]);
+    assert_culprit(&r, "oob_write", 3, "exact");
+    assert_eq!(r.report()["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2");
+}
+
+#[test]
+fn error_surfacing_at_the_next_launch() {
+    let r = run(&scenarios(), &["next_launch"], true, &[]);
+    assert_eq!(r.printed("launch_rc"), "700");
+    assert_culprit(&r, "instant_oob", 1, "exact");
+    assert_eq!(r.report()["reporting_call"]["entry_point"], "cuLaunchKernel");
+}
+
+#[test]
+fn fault_on_a_side_stream_reported_by_another_streams_sync() {
+    let r = run(&scenarios(), &["side_stream"], true, &[]);
+    assert_eq!(r.printed("sync_rc"), "700");
+    assert_culprit(&r, "instant_oob", 1, "exact");
+    assert_eq!(r.culprit()["stream"], r.printed("stream_b"));
+    let rep = r.report();
+    assert_eq!(rep["reporting_call"]["entry_point"], "cuStreamSynchronize");
+    assert_ne!(rep["reporting_call"]["stream"], r.culprit()["stream"]);
+}
+
+#[test]
+fn two_busy_streams_give_a_likely_verdict() {
+    let r = run(&scenarios(), &["busy_stream"], true, &[]);
+    assert_eq!(r.printed("sync_rc"), "700");
+    assert_culprit(&r, "instant_oob", 1, "likely");
+    let rep = r.report();
+    assert_eq!(rep["reporting_call"]["entry_point"], "cuCtxSynchronize");
+    // The busy stream's running kernel is the first other suspect.
+    assert_eq!(rep["suspects"][0]["kernel"], "slow");
+    assert_eq!(rep["suspects"][0]["seq"], 1);
+}
+
+#[test]
+fn culprit_launched_by_another_thread() {
+    let r = run(&scenarios(), &["threads"], true, &[]);
+    assert_culprit(&r, "oob_write", 2, "exact");
+    assert_eq!(r.culprit()["thread"].to_string(), r.printed("launch_tid"));
+    assert_eq!(r.report()["reporting_call"]["thread"].to_string(), r.printed("main_tid"));
+    assert_ne!(r.printed("launch_tid"), r.printed("main_tid"));
+}
+
+#[test]
+fn launch_kernel_ex_reads_its_config() {
+    let r = run(&scenarios(), &["launch_ex"], true, &[]);
+    let op = r.culprit();
+    assert_eq!(op["kernel"], "oob_write");
+    assert_eq!(op["entry_point"], "cuLaunchKernelEx");
+    assert_eq!(op["grid"], serde_json::json!([3, 2, 1]));
+    assert_eq!(op["block"], serde_json::json!([64, 2, 1]));
+    assert_eq!(op["shared_mem_bytes"], 128);
+    assert_eq!(r.report()["culprit"]["confidence"], "exact");
+}
+
+#[test]
+fn a_launch_that_fails_by_itself_is_its_own_culprit() {
+    let r = run(&scenarios(), &["launch_error"], true, &[]);
+    assert_eq!(r.printed("launch_rc"), "1");
+    let rep = r.report();
+    assert_eq!(rep["error"]["code"], 1);
+    assert_eq!(rep["error"]["sticky"], false);
+    assert_eq!(rep["culprit"]["confidence"], "exact");
+    assert_eq!(r.culprit()["kernel"], "quick");
+    assert_eq!(r.culprit()["block"], serde_json::json!([2048, 1, 1]));
+    assert!(r.culprit_functions().iter().any(|n| n == "launch_bad_kernel"));
+    assert_eq!(rep["reporting_call"]["entry_point"], "cuLaunchKernel");
+    assert_eq!(r.stderr.matches("==== cudablame:").count(), 1, "{}", r.stderr);
+}
+
+#[test]
+fn global_capture_stays_valid_and_graph_launch_is_recorded() {
+    let r = run(&scenarios(), &["capture"], true, &[]);
+    assert_eq!(r.printed("end_capture_rc"), "0", "the shim invalidated the capture");
+    assert_eq!(r.printed("graph_nodes"), "3", "markers leaked into the user's graph");
+    assert_culprit(&r, "oob_write", 2, "exact");
+    let recent = r.report()["streams"][0]["recent"].as_array().unwrap().clone();
+    assert_eq!(recent[0]["kind"], "graph");
+    assert_eq!(recent[0]["state"], "completed");
+}
+
+#[test]
+fn without_markers_the_verdict_is_suspect() {
+    let r = run(&scenarios(), &["oob"], true, &[("CUDABLAME_MARKERS", "off")]);
+    assert_eq!(r.code, 1);
+    let rep = r.report();
+    assert_eq!(rep["culprit"]["confidence"], "suspect");
+    // All six kernels are unfinished as far as the host knows; the culprit is among them.
+    let mut names: Vec<String> = rep["suspects"].as_array().unwrap().iter().map(|o| o["kernel"].to_string()).collect();
+    names.push(r.culprit()["kernel"].to_string());
+    assert_eq!(names.len(), 6);
+    assert!(names.contains(&"\"oob_write\"".to_string()));
+}
+
+#[test]
+fn driver_refusing_markers_falls_back_to_suspect() {
+    let r = run(&scenarios(), &["oob"], true, &[("FAKE_CUDA_NO_STREAM_MEMOPS", "1")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.printed("memcpy_rc"), "700");
+    assert_eq!(r.report()["culprit"]["confidence"], "suspect");
+    assert_eq!(r.stderr.matches("refused a progress marker").count(), 1, "{}", r.stderr);
+}
+
+#[test]
+fn report_off_writes_no_file_but_text() {
+    let r = run(&scenarios(), &["oob"], true, &[("CUDABLAME_REPORT", "off")]);
+    assert!(r.report.is_none());
+    assert!(r.stderr.contains("culprit [Exact]: #3 kernel oob_write"), "{}", r.stderr);
+}

@@ -1,0 +1,257 @@
+//! From the recorded streams and an error to a verdict: which op faulted, how sure we are, and
+//! which other ops had not completed. Pure logic over [`StreamView`]s, unit-tested without FFI.
+//!
+//! Rule: on each stream, ops up to `completed` (the progress marker's value, or what a successful
+//! synchronization proved) finished; the op right after is that stream's candidate, the first that
+//! never finished. Only the context that reported the error is considered (a sticky error is
+//! per context). One candidate with markers on its stream: `exact`. Several streams with
+//! unfinished work, all with markers: `likely`, the most recently launched candidate first (a
+//! busy stream's first unfinished op is typically a long-running kernel queued long before; a
+//! fault kills the context within microseconds of the faulting kernel's start).
+//! Without markers: `suspect`, the most recent kernel among the unfinished ops.
+
+use crate::record::{OpKind, OpRecord, StreamView};
+use serde::Serialize;
+
+/// How sure the verdict is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    /// Progress markers prove this op started and never finished, and no other op was unfinished.
+    Exact,
+    /// Markers narrow it to one op per stream; several streams had unfinished work.
+    Likely,
+    /// No markers: one of the ops issued since the last successful synchronization.
+    Suspect,
+}
+
+/// Where an op sits in the views: `(stream index, op index in that stream's ring)`.
+pub type OpAt = (usize, usize);
+
+/// The verdict.
+#[derive(Debug, PartialEq)]
+pub struct Verdict {
+    pub confidence: Confidence,
+    /// The culprit op, if it is still in its ring.
+    pub culprit: Option<OpAt>,
+    /// Why, in one sentence, with the numbers that prove it.
+    pub reason: String,
+    /// The other unfinished ops, most likely first.
+    pub suspects: Vec<OpAt>,
+}
+
+/// Suspects listed at most.
+pub const MAX_SUSPECTS: usize = 16;
+
+/// Judges a sticky error reported in `context` (`None`: unknown, consider every context).
+pub fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
+    let in_scope: Vec<usize> = match context {
+        Some(c) if views.iter().any(|v| v.context == c) => {
+            (0..views.len()).filter(|&i| views[i].context == c).collect()
+        }
+        _ => (0..views.len()).collect(),
+    };
+    // Per stream with unfinished work: (stream index, first unfinished seq).
+    let pending: Vec<(usize, u64)> = in_scope
+        .iter()
+        .filter(|&&i| views[i].completed() < views[i].issued)
+        .map(|&i| (i, views[i].completed() + 1))
+        .collect();
+    let all_marked = pending.iter().all(|&(i, _)| views[i].marker.is_some());
+    let find = |i: usize, seq: u64| views[i].ops.iter().position(|o| o.seq == seq).map(|j| (i, j));
+    let unfinished: Vec<OpAt> = pending
+        .iter()
+        .flat_map(|&(i, first)| {
+            views[i].ops.iter().enumerate().filter(move |(_, o)| o.seq >= first).map(move |(j, _)| (i, j))
+        })
+        .collect();
+    let op = |at: OpAt| -> &OpRecord { &views[at.0].ops[at.1] };
+
+    if pending.is_empty() {
+        return Verdict {
+            confidence: Confidence::Suspect,
+            culprit: None,
+            reason: "every op cudablame recorded in this context had completed; the fault came from \
+                     work it did not see (an unhooked entry point, or an op that fell out of the ring)"
+                .into(),
+            suspects: Vec::new(),
+        };
+    }
+
+    let (confidence, culprit, reason) = if all_marked {
+        let mut firsts: Vec<(usize, u64)> = pending.clone();
+        // Most recently launched first-unfinished op first.
+        firsts.sort_by_key(|&(i, seq)| std::cmp::Reverse(find(i, seq).map(|at| op(at).time_ns).unwrap_or(0)));
+        let (i, seq) = firsts[0];
+        let v = &views[i];
+        let marker = v.marker.unwrap_or(0);
+        let culprit = find(i, seq);
+        let missing = if culprit.is_none() {
+            format!(" (op #{seq} is no longer in the ring: raise CUDABLAME_RING)")
+        } else {
+            String::new()
+        };
+        if firsts.len() == 1 {
+            let reason = format!(
+                "progress marker of stream {} reads {marker}, so op #{seq} started and never completed; \
+                 no other stream of the context had unfinished work{missing}",
+                v.id.describe()
+            );
+            (Confidence::Exact, culprit, reason)
+        } else {
+            let others: Vec<String> = firsts[1..]
+                .iter()
+                .map(|&(j, s)| format!("#{s} on stream {}", views[j].id.describe()))
+                .collect();
+            let reason = format!(
+                "{} streams had unfinished work when the error surfaced; progress markers name one \
+                 candidate per stream and op #{seq} on stream {} is the most recently launched (others: {}){missing}",
+                firsts.len(),
+                v.id.describe(),
+                others.join(", ")
+            );
+            (Confidence::Likely, culprit, reason)
+        }
+    } else {
+        // No markers: the most recent kernel among the unfinished ops.
+        let latest = unfinished
+            .iter()
+            .copied()
+            .filter(|&at| op(at).launch.kind == OpKind::Kernel)
+            .max_by_key(|&at| op(at).time_ns)
+            .or_else(|| unfinished.iter().copied().max_by_key(|&at| op(at).time_ns));
+        let reason = format!(
+            "no progress markers (CUDABLAME_MARKERS=off, or the driver refused them): {} ops had been \
+             issued since the last successful synchronization; this is the most recent kernel among them",
+            unfinished.len()
+        );
+        (Confidence::Suspect, latest, reason)
+    };
+
+    let mut suspects: Vec<OpAt> = unfinished.into_iter().filter(|&at| Some(at) != culprit).collect();
+    // First-unfinished ops of other streams first, then the rest by launch time.
+    suspects.sort_by_key(|&at| {
+        let first = pending.iter().any(|&(i, s)| i == at.0 && op(at).seq == s);
+        (!first, op(at).time_ns)
+    });
+    suspects.truncate(MAX_SUSPECTS);
+    Verdict { confidence, culprit, reason, suspects }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::entry_points::EntryPoint;
+    use crate::record::{Launch, StreamId};
+    use crate::stack::NativeStack;
+
+    fn op(seq: u64, kind: OpKind, time_ns: u64) -> OpRecord {
+        OpRecord {
+            seq,
+            launch: Launch {
+                kind,
+                handle: seq as usize,
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                shared_mem_bytes: 0,
+                bytes: 0,
+                stream: 0,
+            },
+            entry_point: EntryPoint::cuLaunchKernel,
+            stream: StreamId::Legacy,
+            context: 1,
+            device: 0,
+            thread: 7,
+            time_ns,
+            stack: NativeStack::EMPTY,
+        }
+    }
+
+    fn stream(id: usize, ctx: usize, n: u64, marker: Option<u64>, host: u64, t0: u64) -> StreamView {
+        StreamView {
+            id: StreamId::Handle(id),
+            context: ctx,
+            device: 0,
+            issued: n,
+            marker,
+            host_completed: host,
+            ops: (1..=n).map(|s| op(s, OpKind::Kernel, t0 + s * 10)).collect(),
+        }
+    }
+
+    #[test]
+    fn one_stream_with_marker_is_exact() {
+        let views = vec![stream(0x10, 1, 40, Some(19), 0, 0)];
+        let v = judge(&views, Some(1));
+        assert_eq!(v.confidence, Confidence::Exact);
+        assert_eq!(views[0].ops[v.culprit.unwrap().1].seq, 20);
+        assert_eq!(v.suspects.len(), MAX_SUSPECTS); // #21..#40, capped
+        assert!(v.reason.contains("reads 19"), "{}", v.reason);
+    }
+
+    #[test]
+    fn finished_streams_and_other_contexts_do_not_count() {
+        let views = vec![
+            stream(0x10, 1, 5, Some(5), 0, 0),   // all done
+            stream(0x20, 1, 8, Some(3), 0, 100), // #4 faulted
+            stream(0x30, 2, 9, Some(1), 0, 0),   // other context, unfinished
+        ];
+        let v = judge(&views, Some(1));
+        assert_eq!(v.confidence, Confidence::Exact);
+        assert_eq!(v.culprit, Some((1, 3)));
+        assert!(v.suspects.iter().all(|&(i, _)| i == 1));
+    }
+
+    #[test]
+    fn host_synchronization_counts_as_completion() {
+        // The marker lags (write not yet visible) but a successful sync proved #6 complete.
+        let views = vec![stream(0x10, 1, 9, Some(2), 6, 0)];
+        let v = judge(&views, Some(1));
+        assert_eq!(views[0].ops[v.culprit.unwrap().1].seq, 7);
+    }
+
+    #[test]
+    fn two_unfinished_streams_are_likely_most_recent_first() {
+        // 0x10 is busy with long kernels launched early; 0x20's #4 was launched last.
+        let views = vec![stream(0x10, 1, 4, Some(1), 0, 0), stream(0x20, 1, 4, Some(3), 0, 1000)];
+        let v = judge(&views, Some(1));
+        assert_eq!(v.confidence, Confidence::Likely);
+        assert_eq!(v.culprit, Some((1, 3))); // #4 on 0x20, launched at t=1040
+        assert_eq!(v.suspects[0], (0, 1)); // the other stream's first unfinished op comes next
+    }
+
+    #[test]
+    fn without_markers_the_latest_kernel_is_a_suspect() {
+        let mut views = vec![stream(0x10, 1, 6, None, 2, 0)];
+        views[0].ops[5].launch.kind = OpKind::Memcpy; // #6 is a copy
+        let v = judge(&views, Some(1));
+        assert_eq!(v.confidence, Confidence::Suspect);
+        assert_eq!(views[0].ops[v.culprit.unwrap().1].seq, 5);
+        assert_eq!(v.suspects.len(), 3);
+    }
+
+    #[test]
+    fn culprit_out_of_the_ring_is_said() {
+        let mut views = vec![stream(0x10, 1, 300, Some(10), 0, 0)];
+        views[0].ops.drain(..200); // ring kept #201..#300
+        let v = judge(&views, Some(1));
+        assert_eq!(v.confidence, Confidence::Exact);
+        assert_eq!(v.culprit, None);
+        assert!(v.reason.contains("#11 is no longer in the ring"), "{}", v.reason);
+    }
+
+    #[test]
+    fn nothing_unfinished_names_no_culprit() {
+        let views = vec![stream(0x10, 1, 3, Some(3), 0, 0)];
+        let v = judge(&views, Some(1));
+        assert_eq!(v.culprit, None);
+        assert_eq!(v.confidence, Confidence::Suspect);
+    }
+
+    #[test]
+    fn unknown_context_considers_all() {
+        let views = vec![stream(0x10, 5, 3, Some(1), 0, 0)];
+        assert_eq!(judge(&views, Some(9)).culprit, Some((0, 1)));
+        assert_eq!(judge(&views, None).culprit, Some((0, 1)));
+    }
+}

@@ -1,0 +1,296 @@
+//! `cudablame demo`: a faulty program run under the shim, so a new user sees a report in seconds.
+//!
+//! The child (`cudablame demo-child`) reaches the driver the way the static CUDA runtime does
+//! (`dlopen("libcuda.so.1")`, `dlsym("cuGetProcAddress_v2")`, everything else through it), loads
+//! the PTX below, launches good kernels, then `histogram_oob` (which writes 1 TiB past its buffer)
+//! from [`enqueue_histogram`], then more good kernels, and reads the result back with
+//! `cuMemcpyDtoH_v2`, which is where CUDA reports the illegal address. On a machine without a GPU
+//! the same PTX runs on the simulated driver of `shim-tests/fake-driver` (its `// fake:` lines).
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Default)]
+pub struct DemoArgs {
+    /// Use the simulated driver even when a GPU is present
+    #[arg(long)]
+    simulated: bool,
+    /// Where the JSON report goes (pattern: %p pid, %h host)
+    #[arg(long)]
+    report: Option<String>,
+}
+
+/// The demo's kernels. `histogram_oob` stores 1 TiB past its buffer: CUDA_ERROR_ILLEGAL_ADDRESS.
+const PTX: &str = r#"
+// fake: histogram_oob fault=700 delay_us=200
+// fake: scale delay_us=100
+.version 8.0
+.target sm_75
+.address_size 64
+
+.visible .entry scale(.param .u64 x, .param .u32 n)
+{
+    .reg .pred %p;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<4>;
+    .reg .f32 %f<3>;
+    ld.param.u64 %rd1, [x];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    setp.ge.u32 %p, %r5, %r1;
+    @%p bra DONE;
+    cvta.to.global.u64 %rd2, %rd1;
+    mul.wide.u32 %rd3, %r5, 4;
+    add.s64 %rd2, %rd2, %rd3;
+    ld.global.f32 %f1, [%rd2];
+    mul.f32 %f2, %f1, 0f40000000;
+    st.global.f32 [%rd2], %f2;
+DONE:
+    ret;
+}
+
+.visible .entry histogram_oob(.param .u64 bins, .param .u32 n)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [bins];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd2, %rd2, %rd3;
+    add.s64 %rd2, %rd2, 1099511627776;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"#;
+
+const N: u32 = 1 << 16;
+
+/// Whether a real GPU answers: `cuInit` and at least one device.
+fn gpu_present() -> bool {
+    // SAFETY: plain dlopen/dlsym of the driver and two calls with valid out pointers.
+    unsafe {
+        let h = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+        if h.is_null() {
+            return false;
+        }
+        let init = libc::dlsym(h, c"cuInit".as_ptr());
+        let count = libc::dlsym(h, c"cuDeviceGetCount".as_ptr());
+        if init.is_null() || count.is_null() {
+            return false;
+        }
+        let init: unsafe extern "C" fn(c_uint) -> c_uint = std::mem::transmute(init);
+        let count: unsafe extern "C" fn(*mut c_int) -> c_uint = std::mem::transmute(count);
+        let mut n = 0;
+        init(0) == 0 && count(&mut n) == 0 && n > 0 && !is_fake(h)
+    }
+}
+
+/// The simulated driver exports a marker symbol; a real one does not.
+fn is_fake(handle: *mut c_void) -> bool {
+    // SAFETY: dlsym on a valid handle.
+    !unsafe { libc::dlsym(handle, c"fakecuda_is_simulated".as_ptr()) }.is_null()
+}
+
+pub fn demo(args: DemoArgs) -> ExitCode {
+    let Some(lib) = super::beside_exe("libcudablame.so") else {
+        eprintln!("cudablame demo: libcudablame.so not found beside this executable (run `cargo build --release --workspace`)");
+        return ExitCode::from(2);
+    };
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("cudablame"));
+    let report = args.report.unwrap_or_else(|| std::env::temp_dir().join("cudablame-demo-%p.json").display().to_string());
+    let mut child = std::process::Command::new(&exe);
+    child.arg("demo-child").env("LD_PRELOAD", &lib).env("CUDABLAME_REPORT", &report);
+    let _simdir; // kept alive until the child has run
+    if !args.simulated && gpu_present() {
+        eprintln!("cudablame demo: running a faulty kernel on the GPU under {}", lib.display());
+    } else {
+        let Some(fake) = super::beside_exe("libfakecuda.so") else {
+            eprintln!("cudablame demo: no GPU here, and the simulated driver (libfakecuda.so) is not built: run `cargo build --release --workspace`");
+            return ExitCode::from(2);
+        };
+        let dir = match tempfile::tempdir() {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("cudablame demo: cannot make a temporary directory: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        if let Err(e) = std::os::unix::fs::symlink(&fake, dir.path().join("libcuda.so.1")) {
+            eprintln!("cudablame demo: cannot link the simulated driver: {e}");
+            return ExitCode::from(2);
+        }
+        child.env("LD_LIBRARY_PATH", dir.path());
+        eprintln!("cudablame demo: no GPU found; running on the simulated driver ({})", fake.display());
+        _simdir = dir;
+    }
+    let (pid, status) = match child.spawn().and_then(|mut c| Ok((c.id(), c.wait()?))) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cudablame demo: cannot run the demo program: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    eprintln!("cudablame demo: the demo program exited with {status}: it got the CUDA error, as it would without cudablame");
+    let path = report.replace("%p", &pid.to_string()).replace("%h", &host());
+    match std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok()) {
+        Some(r) => {
+            let kernel = r["culprit"]["op"]["kernel"].as_str().unwrap_or("?");
+            let confidence = r["culprit"]["confidence"].as_str().unwrap_or("?");
+            let reporter = r["reporting_call"]["entry_point"].as_str().unwrap_or("?");
+            let site = r["culprit"]["op"]["stack"]
+                .as_array()
+                .and_then(|s| s.iter().filter_map(|f| f["function"].as_str()).find(|f| f.contains("enqueue_")))
+                .unwrap_or("?");
+            eprintln!(
+                "cudablame demo: CUDA reported the error at {reporter}; cudablame names {kernel} ({confidence}), launched from {site}.\nJSON report: {path}"
+            );
+            if kernel == "histogram_oob" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        None => {
+            eprintln!("cudablame demo: no report at {path}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn host() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buffer and length match.
+    if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut c_char, buf.len()) } != 0 {
+        return "unknown-host".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+type CUresult = c_uint;
+type Gpa = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_uint) -> CUresult;
+
+/// Looks `name` up through `cuGetProcAddress_v2`, as the CUDA runtime does.
+unsafe fn entry<T: Copy>(gpa: Gpa, name: &CStr) -> T {
+    let mut p: *mut c_void = std::ptr::null_mut();
+    let mut status = 0;
+    let rc = unsafe { gpa(name.as_ptr(), &mut p, 12000, 0, &mut status) };
+    if rc != 0 || p.is_null() {
+        eprintln!("demo: the driver has no {}", name.to_string_lossy());
+        std::process::exit(3);
+    }
+    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+    unsafe { std::mem::transmute_copy(&p) }
+}
+
+type Launch = unsafe extern "C" fn(
+    *mut c_void, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, *mut c_void, *mut *mut c_void, *mut *mut c_void,
+) -> CUresult;
+
+struct Demo {
+    launch: Launch,
+    scale: *mut c_void,
+    histogram: *mut c_void,
+    buffer: u64,
+}
+
+impl Demo {
+    fn run(&self, f: *mut c_void) -> CUresult {
+        let mut x = self.buffer;
+        let mut n = N;
+        let mut params = [&mut x as *mut u64 as *mut c_void, &mut n as *mut u32 as *mut c_void];
+        // SAFETY: a valid kernel handle and parameter array matching the PTX signatures.
+        unsafe { (self.launch)(f, N / 256, 1, 1, 256, 1, 1, 0, std::ptr::null_mut(), params.as_mut_ptr(), std::ptr::null_mut()) }
+    }
+}
+
+/// Launches `times` kernels and says so if a launch fails (which also keeps each caller's frame:
+/// the launch is not a tail call).
+fn enqueue(d: &Demo, f: *mut c_void, times: usize, what: &str) {
+    for _ in 0..times {
+        let rc = d.run(f);
+        if rc != 0 {
+            eprintln!("demo: launching {what} returned {rc}");
+        }
+    }
+}
+
+#[inline(never)]
+fn enqueue_scale(d: &Demo) {
+    enqueue(d, d.scale, 3, "scale");
+}
+
+#[inline(never)]
+fn enqueue_histogram(d: &Demo) {
+    enqueue(d, d.histogram, 1, "histogram_oob");
+}
+
+#[inline(never)]
+fn enqueue_normalize(d: &Demo) {
+    enqueue(d, d.scale, 2, "scale");
+}
+
+/// The faulty program. Exits 1 with the error the read-back returned.
+pub fn child() -> ExitCode {
+    // SAFETY: driver API calls with valid arguments, as a C program would make them.
+    unsafe {
+        let h = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW);
+        if h.is_null() {
+            eprintln!("demo: cannot load libcuda.so.1");
+            return ExitCode::from(3);
+        }
+        let gpa_ptr = libc::dlsym(h, c"cuGetProcAddress_v2".as_ptr());
+        if gpa_ptr.is_null() {
+            eprintln!("demo: libcuda.so.1 has no cuGetProcAddress_v2");
+            return ExitCode::from(3);
+        }
+        let gpa: Gpa = std::mem::transmute(gpa_ptr);
+        let init: unsafe extern "C" fn(c_uint) -> CUresult = entry(gpa, c"cuInit");
+        let device_get: unsafe extern "C" fn(*mut c_int, c_int) -> CUresult = entry(gpa, c"cuDeviceGet");
+        let retain: unsafe extern "C" fn(*mut *mut c_void, c_int) -> CUresult = entry(gpa, c"cuDevicePrimaryCtxRetain");
+        let set_current: unsafe extern "C" fn(*mut c_void) -> CUresult = entry(gpa, c"cuCtxSetCurrent");
+        let load: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> CUresult = entry(gpa, c"cuModuleLoadData");
+        let get_function: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> CUresult =
+            entry(gpa, c"cuModuleGetFunction");
+        let alloc: unsafe extern "C" fn(*mut u64, usize) -> CUresult = entry(gpa, c"cuMemAlloc");
+        let htod: unsafe extern "C" fn(u64, *const c_void, usize) -> CUresult = entry(gpa, c"cuMemcpyHtoD");
+        let dtoh: unsafe extern "C" fn(*mut c_void, u64, usize) -> CUresult = entry(gpa, c"cuMemcpyDtoH");
+        let launch: Launch = entry(gpa, c"cuLaunchKernel");
+
+        let (mut dev, mut ctx, mut module) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        let ptx = std::ffi::CString::new(PTX).unwrap_or_default();
+        let mut demo = Demo { launch, scale: std::ptr::null_mut(), histogram: std::ptr::null_mut(), buffer: 0 };
+        let setup = [
+            init(0),
+            device_get(&mut dev, 0),
+            retain(&mut ctx, dev),
+            set_current(ctx),
+            load(&mut module, ptx.as_ptr() as *const c_void),
+            get_function(&mut demo.scale, module, c"scale".as_ptr()),
+            get_function(&mut demo.histogram, module, c"histogram_oob".as_ptr()),
+            alloc(&mut demo.buffer, N as usize * 4),
+        ];
+        if let Some(rc) = setup.iter().find(|&&rc| rc != 0) {
+            eprintln!("demo: driver setup failed with {rc}");
+            return ExitCode::from(3);
+        }
+        let host = vec![1.0f32; N as usize];
+        htod(demo.buffer, host.as_ptr() as *const c_void, host.len() * 4);
+        enqueue_scale(&demo);
+        enqueue_histogram(&demo);
+        enqueue_normalize(&demo);
+        let mut back = vec![0f32; N as usize];
+        let rc = dtoh(back.as_mut_ptr() as *mut c_void, demo.buffer, back.len() * 4);
+        eprintln!("demo: cuMemcpyDtoH returned {rc}");
+        if rc == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Every `CUDABLAME_*` variable, parsed once on first use. A bad value gets one line on stderr and
+//! the default; the program is never affected. The README's "Configuration" table mirrors this.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+/// Which host stacks a launch record carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackMode {
+    /// No stack capture (cheapest).
+    Off,
+    /// Native instruction pointers, symbolized when a report is written.
+    Native,
+}
+
+/// The parsed configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `CUDABLAME_REPORT`: JSON report path pattern (`%p` pid, `%h` host, `%r` rank, `%%`),
+    /// or `None` for `off`. Default `cudablame-%h-%p.json`, relative to the working directory.
+    pub report: Option<String>,
+    /// `CUDABLAME_MARKERS`: enqueue a progress marker after each recorded op (default on).
+    pub markers: bool,
+    /// `CUDABLAME_STACK`: `native` (default) or `off`.
+    pub stack: StackMode,
+    /// `CUDABLAME_STACK_DEPTH`: frames kept per launch, 1..=32 (default 24), cudablame's own
+    /// frames not counted.
+    pub stack_depth: usize,
+    /// `CUDABLAME_RING`: ops kept per stream, 16..=65536 (default 256).
+    pub ring: usize,
+    /// `CUDABLAME_TEXT`: the human report on stderr (default on).
+    pub text: bool,
+    /// `CUDABLAME_DEBUG`: log interception decisions to stderr (default off).
+    pub debug: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            report: Some("cudablame-%h-%p.json".into()),
+            markers: true,
+            stack: StackMode::Native,
+            stack_depth: 24,
+            ring: 256,
+            text: true,
+            debug: false,
+        }
+    }
+}
+
+/// The most frames a record can hold (`CUDABLAME_STACK_DEPTH` upper bound).
+pub const MAX_STACK_DEPTH: usize = 32;
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+static MARKERS_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// The configuration of this process, read from the environment on first use.
+pub fn get() -> &'static Config {
+    CONFIG.get_or_init(|| {
+        let (config, warnings) = Config::parse(|k| std::env::var_os(k));
+        for w in warnings {
+            eprintln!("cudablame: {w}");
+        }
+        config
+    })
+}
+
+/// Whether progress markers are in use: configured on, and the driver has not refused one.
+pub fn markers_enabled() -> bool {
+    get().markers && !MARKERS_FAILED.load(Ordering::Relaxed)
+}
+
+/// Called when the driver refuses a marker write (e.g. `CUDA_ERROR_NOT_SUPPORTED`): markers stay
+/// off for the rest of the process and reports fall back to `suspect`.
+pub fn markers_failed(code: u32) {
+    if !MARKERS_FAILED.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "cudablame: the driver refused a progress marker (cuStreamWriteValue64 returned {code}); \
+             culprits will be named as suspects only"
+        );
+    }
+}
+
+fn on_off(name: &str, raw: &str, default: bool, warnings: &mut Vec<String>) -> bool {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "yes" | "true" => true,
+        "0" | "off" | "no" | "false" => false,
+        _ => {
+            warnings.push(format!(
+                "{name}={raw:?} is not on/off; using {}",
+                if default { "on" } else { "off" }
+            ));
+            default
+        }
+    }
+}
+
+fn number(name: &str, raw: &str, lo: usize, hi: usize, default: usize, w: &mut Vec<String>) -> usize {
+    match raw.trim().parse::<usize>() {
+        Ok(n) if (lo..=hi).contains(&n) => n,
+        _ => {
+            w.push(format!("{name}={raw:?} is not a number in {lo}..={hi}; using {default}"));
+            default
+        }
+    }
+}
+
+impl Config {
+    /// Parses from a variable lookup; returns the config and one warning per bad variable.
+    pub fn parse(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> (Config, Vec<String>) {
+        let mut c = Config::default();
+        let mut w = Vec::new();
+        let get = |k: &str| var(k).map(|v| v.to_string_lossy().into_owned());
+        if let Some(v) = get("CUDABLAME_REPORT") {
+            let t = v.trim();
+            if t.eq_ignore_ascii_case("off") {
+                c.report = None;
+            } else if t.is_empty() {
+                w.push("CUDABLAME_REPORT is empty; using cudablame-%h-%p.json".into());
+            } else {
+                c.report = Some(t.to_string());
+            }
+        }
+        if let Some(v) = get("CUDABLAME_MARKERS") {
+            c.markers = on_off("CUDABLAME_MARKERS", &v, true, &mut w);
+        }
+        if let Some(v) = get("CUDABLAME_STACK") {
+            c.stack = match v.trim().to_ascii_lowercase().as_str() {
+                "native" | "on" => StackMode::Native,
+                "off" | "none" => StackMode::Off,
+                _ => {
+                    w.push(format!("CUDABLAME_STACK={v:?} is not native/off; using native"));
+                    StackMode::Native
+                }
+            };
+        }
+        if let Some(v) = get("CUDABLAME_STACK_DEPTH") {
+            c.stack_depth = number("CUDABLAME_STACK_DEPTH", &v, 1, MAX_STACK_DEPTH, 24, &mut w);
+        }
+        if let Some(v) = get("CUDABLAME_RING") {
+            c.ring = number("CUDABLAME_RING", &v, 16, 65536, 256, &mut w);
+        }
+        if let Some(v) = get("CUDABLAME_TEXT") {
+            c.text = on_off("CUDABLAME_TEXT", &v, true, &mut w);
+        }
+        if let Some(v) = get("CUDABLAME_DEBUG") {
+            c.debug = on_off("CUDABLAME_DEBUG", &v, false, &mut w);
+        }
+        (c, w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(pairs: &[(&str, &str)]) -> (Config, Vec<String>) {
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::parse(|k| m.get(k).map(Into::into))
+    }
+
+    #[test]
+    fn defaults_without_variables() {
+        let (c, w) = parse(&[]);
+        assert!(w.is_empty());
+        assert_eq!(c.report.as_deref(), Some("cudablame-%h-%p.json"));
+        assert!(c.markers);
+        assert_eq!(c.stack, StackMode::Native);
+        assert_eq!((c.stack_depth, c.ring), (24, 256));
+    }
+
+    #[test]
+    fn good_values_are_taken() {
+        let (c, w) = parse(&[
+            ("CUDABLAME_REPORT", "off"),
+            ("CUDABLAME_MARKERS", "off"),
+            ("CUDABLAME_STACK", "off"),
+            ("CUDABLAME_STACK_DEPTH", "8"),
+            ("CUDABLAME_RING", "1024"),
+        ]);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.report, None);
+        assert!(!c.markers);
+        assert_eq!(c.stack, StackMode::Off);
+        assert_eq!((c.stack_depth, c.ring), (8, 1024));
+    }
+
+    #[test]
+    fn bad_values_warn_once_each_and_keep_defaults() {
+        let (c, w) = parse(&[
+            ("CUDABLAME_MARKERS", "maybe"),
+            ("CUDABLAME_STACK_DEPTH", "-3"),
+            ("CUDABLAME_RING", "99999999999999999999999"),
+            ("CUDABLAME_STACK", ""),
+            ("CUDABLAME_REPORT", "  "),
+        ]);
+        assert_eq!(w.len(), 5, "{w:?}");
+        assert!(w[0].contains("CUDABLAME_REPORT"));
+        assert!(c.markers);
+        assert_eq!((c.stack_depth, c.ring), (24, 256));
+        assert_eq!(c.report.as_deref(), Some("cudablame-%h-%p.json"));
+    }
+}

@@ -1,0 +1,53 @@
+//! Detection: every hooked call's result passes here. The first sticky error of the process (and
+//! the first launch that fails on its own) triggers a report, written before the call returns to
+//! the program; later errors are only counted.
+
+use crate::cuda::entry_points::EntryPoint;
+use crate::cuda::*;
+use crate::record::{Call, OpRecord};
+use crate::report;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Which reports were written: bit 0 the sticky-error report, bit 1 the launch-error report.
+/// A mutex, not a flag: a second thread that hits the error meanwhile waits until the report is
+/// on disk before its call returns.
+static WRITTEN: Mutex<u8> = Mutex::new(0);
+const STICKY: u8 = 1;
+const LAUNCH: u8 = 2;
+
+/// Error results seen by hooked calls (all codes), and sticky ones among them.
+pub static ERRORS_SEEN: AtomicU64 = AtomicU64::new(0);
+pub static STICKY_SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// Looks at one hooked call's result. `unrecorded` is the op of an enqueueing call that failed.
+pub fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Option<OpRecord>) {
+    if rc == CUDA_SUCCESS || rc == CUDA_ERROR_NOT_READY {
+        return;
+    }
+    ERRORS_SEEN.fetch_add(1, Ordering::Relaxed);
+    let trigger = if is_sticky(rc) {
+        STICKY_SEEN.fetch_add(1, Ordering::Relaxed);
+        STICKY
+    } else if unrecorded.is_some() && !is_capture_error(rc) {
+        LAUNCH
+    } else {
+        return;
+    };
+    let mut written = WRITTEN.lock();
+    if *written & (STICKY | trigger) != 0 {
+        return; // One report per process; a sticky report also ends launch-error reports.
+    }
+    *written |= trigger;
+    report::emit(ep, call, rc, unrecorded.filter(|_| trigger == LAUNCH));
+}
+
+/// Forgets written reports (a forked child reports its own errors).
+pub fn reset_after_fork() {
+    if WRITTEN.is_locked() {
+        // SAFETY: only the forking thread exists in the child; a lock another parent thread held
+        // at fork time would never be released.
+        unsafe { WRITTEN.force_unlock() };
+    }
+    *WRITTEN.lock() = 0;
+}

@@ -1,0 +1,48 @@
+//! The exported driver entry points, one `#[no_mangle]` wrapper per variant in the list of
+//! `cuda::entry_points`, generated here. Each wrapper forwards to [`super::hook`] with a closure
+//! that describes the call and one that makes the real call.
+
+#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc)]
+
+use crate::cuda::entry_points::EntryPoint;
+use crate::cuda::*;
+use std::ffi::{c_char, c_uint, c_void};
+
+macro_rules! export_one {
+    ($v:ident ($($p:ident : $t:ty),* $(,)?) $ctor:ident ($($a:expr),* $(,)?)) => {
+        #[doc = concat!("Hooked `", stringify!($v), "` (see `cuda.h`); returns exactly what the real one returns.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $v($($p: $t),*) -> CUresult {
+            super::hook(
+                EntryPoint::$v,
+                || crate::record::Call::$ctor($($a),*),
+                |real: usize| {
+                    // SAFETY: `real` is the driver's function of this exact name and signature.
+                    let f: unsafe extern "C" fn($($t),*) -> CUresult = unsafe { std::mem::transmute(real) };
+                    unsafe { f($($p),*) }
+                },
+            )
+        }
+    };
+}
+
+macro_rules! export_variants {
+    ([] $params:tt $ctor:ident $args:tt) => {};
+    ([$v:ident : $sd:ident $(, $rv:ident : $rsd:ident)*] $params:tt $ctor:ident $args:tt) => {
+        export_one!($v $params $ctor $args);
+        export_variants!([$($rv : $rsd),*] $params $ctor $args);
+    };
+}
+
+macro_rules! define_exports {
+    ($( [$($v:ident : $sd:ident),+] $params:tt => $ctor:ident $args:tt; )*) => {
+        $( export_variants!([$($v : $sd),+] $params $ctor $args); )*
+
+        /// The address of our wrapper for `ep`.
+        pub fn wrapper_address(ep: EntryPoint) -> usize {
+            match ep { $($( EntryPoint::$v => $v as *const () as usize, )+)* }
+        }
+    };
+}
+
+crate::for_each_entry_point!(define_exports);

@@ -1,0 +1,268 @@
+//! Finding the next implementation: the real `dlsym`, the driver library's handle, the real
+//! function behind every hooked entry point, and the few driver calls cudablame makes itself.
+//!
+//! Never call `libc::dlsym` from this crate: inside an `LD_PRELOAD` library that symbol binds to
+//! our own exported `dlsym`. Everything goes through [`dlsym`] here, which is glibc's, found once
+//! with `dlvsym(RTLD_NEXT, "dlsym", version)`. (This is also why the `libloading` crate is not used:
+//! its lookups go through the interposed `dlsym`.)
+
+use crate::cuda::entry_points::EntryPoint;
+use crate::cuda::*;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
+static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
+
+/// glibc's own `dlsym`. Versions tried: `GLIBC_2.34` (glibc >= 2.34, x86-64 and aarch64),
+/// `GLIBC_2.2.5` (older x86-64), `GLIBC_2.17` (older aarch64).
+pub fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    let mut f = REAL_DLSYM.load(Ordering::Acquire);
+    if f == 0 {
+        for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
+            // SAFETY: dlvsym with constant NUL-terminated strings.
+            let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
+            if !p.is_null() {
+                f = p as usize;
+                break;
+            }
+        }
+        if f == 0 {
+            return std::ptr::null_mut();
+        }
+        REAL_DLSYM.store(f, Ordering::Release);
+    }
+    // SAFETY: f is glibc's dlsym.
+    unsafe { std::mem::transmute::<usize, DlsymFn>(f)(handle, name) }
+}
+
+/// What was found in the driver library: the real address of every hooked variant, and the
+/// driver calls cudablame makes on its own account (progress markers, names, capture checks).
+pub struct Driver {
+    /// `real[ep as usize]`: the address of the exported symbol named like `ep`, or 0.
+    pub real: Vec<usize>,
+    /// `(address, entry point)` sorted by address: which wrapper stands for a resolved function.
+    by_address: Vec<(usize, EntryPoint)>,
+    pub get_proc_address: usize,
+    pub get_proc_address_v2: usize,
+    pub own: OwnCalls,
+}
+
+/// Driver functions cudablame calls itself (never through its own wrappers).
+#[derive(Default)]
+pub struct OwnCalls {
+    pub ctx_get_current: Option<unsafe extern "C" fn(*mut CUcontext) -> CUresult>,
+    pub ctx_get_device: Option<unsafe extern "C" fn(*mut CUdevice) -> CUresult>,
+    pub mem_host_alloc: Option<unsafe extern "C" fn(*mut *mut c_void, usize, u32) -> CUresult>,
+    pub mem_host_get_device_pointer:
+        Option<unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, u32) -> CUresult>,
+    /// `cuStreamWriteValue64_v2` (CUDA >= 12.0) or `cuStreamWriteValue64` (driver API doc,
+    /// "Stream Memory Operations"): `(stream, address, value, flags)`.
+    pub stream_write_value64: Option<unsafe extern "C" fn(CUstream, CUdeviceptr, u64, u32) -> CUresult>,
+    pub stream_is_capturing: Option<unsafe extern "C" fn(CUstream, *mut CUstreamCaptureStatus) -> CUresult>,
+    pub thread_exchange_capture_mode: Option<unsafe extern "C" fn(*mut CUstreamCaptureMode) -> CUresult>,
+    pub func_get_name: Option<unsafe extern "C" fn(*mut *const c_char, CUfunction) -> CUresult>,
+    pub kernel_get_name: Option<unsafe extern "C" fn(*mut *const c_char, CUkernel) -> CUresult>,
+    pub get_error_name: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
+    pub get_error_string: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
+}
+
+static DRIVER: OnceLock<Driver> = OnceLock::new();
+
+/// The driver, found on first use: `libcuda.so.1` if the process has loaded it, else the library
+/// that holds `hint` (an address the program got from some driver) if it exports `cuInit`.
+/// cudablame never loads the driver itself; until the program has, this is `None` (and asked again
+/// next time).
+pub fn driver_near(hint: usize) -> Option<&'static Driver> {
+    if let Some(d) = DRIVER.get() {
+        return Some(d);
+    }
+    let handle = find_driver(hint)?;
+    Some(DRIVER.get_or_init(|| Driver::from_handle(handle)))
+}
+
+/// The driver if the process has loaded it.
+pub fn driver() -> Option<&'static Driver> {
+    driver_near(0)
+}
+
+fn find_driver(hint: usize) -> Option<*mut c_void> {
+    let is_driver = |h: *mut c_void| !h.is_null() && sym(h, c"cuInit") != 0;
+    // SAFETY: dlopen with RTLD_NOLOAD only returns already-loaded objects; dladdr reads loader data.
+    unsafe {
+        let handle = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        if is_driver(handle) {
+            return Some(handle);
+        }
+        if hint != 0 {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            if libc::dladdr(hint as *const c_void, &mut info) != 0 && !info.dli_fname.is_null() {
+                let handle = libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+                if is_driver(handle) {
+                    return Some(handle);
+                }
+            }
+        }
+    }
+    None
+}
+
+fn sym(handle: *mut c_void, name: &CStr) -> usize {
+    dlsym(handle, name.as_ptr()) as usize
+}
+
+macro_rules! own_fn {
+    ($handle:expr, $($name:expr),+) => {{
+        let mut p = 0usize;
+        $( if p == 0 { p = sym($handle, $name); } )+
+        // SAFETY: the symbol has the C signature of the field it is stored in (cuda.h).
+        if p == 0 { None } else { Some(unsafe { std::mem::transmute::<usize, _>(p) }) }
+    }};
+}
+
+impl Driver {
+    fn from_handle(handle: *mut c_void) -> Driver {
+        let real: Vec<usize> = EntryPoint::ALL.iter().map(|ep| sym(handle, ep.c_name())).collect();
+        let mut by_address: Vec<(usize, EntryPoint)> = EntryPoint::ALL
+            .iter()
+            .zip(&real)
+            .filter(|(_, &a)| a != 0)
+            .map(|(&ep, &a)| (a, ep))
+            .collect();
+        by_address.sort_by_key(|&(a, _)| a);
+        let own = OwnCalls {
+            ctx_get_current: own_fn!(handle, c"cuCtxGetCurrent"),
+            ctx_get_device: own_fn!(handle, c"cuCtxGetDevice"),
+            mem_host_alloc: own_fn!(handle, c"cuMemHostAlloc"),
+            mem_host_get_device_pointer: own_fn!(handle, c"cuMemHostGetDevicePointer_v2"),
+            stream_write_value64: own_fn!(handle, c"cuStreamWriteValue64_v2", c"cuStreamWriteValue64"),
+            stream_is_capturing: own_fn!(handle, c"cuStreamIsCapturing"),
+            thread_exchange_capture_mode: own_fn!(handle, c"cuThreadExchangeStreamCaptureMode"),
+            func_get_name: own_fn!(handle, c"cuFuncGetName"),
+            kernel_get_name: own_fn!(handle, c"cuKernelGetName"),
+            get_error_name: own_fn!(handle, c"cuGetErrorName"),
+            get_error_string: own_fn!(handle, c"cuGetErrorString"),
+        };
+        Driver {
+            real,
+            by_address,
+            get_proc_address: sym(handle, c"cuGetProcAddress"),
+            get_proc_address_v2: sym(handle, c"cuGetProcAddress_v2"),
+            own,
+        }
+    }
+
+    /// The hooked entry point whose real function lives at `address`, if any.
+    pub fn entry_point_at(&self, address: usize) -> Option<EntryPoint> {
+        self.by_address
+            .binary_search_by_key(&address, |&(a, _)| a)
+            .ok()
+            .map(|i| self.by_address[i].1)
+    }
+
+    /// The current context (`cuCtxGetCurrent`), or 0.
+    pub fn current_context(&self) -> usize {
+        let mut ctx: CUcontext = std::ptr::null_mut();
+        match self.own.ctx_get_current {
+            // SAFETY: valid out pointer.
+            Some(f) if unsafe { f(&mut ctx) } == CUDA_SUCCESS => ctx as usize,
+            _ => 0,
+        }
+    }
+
+    /// The current context's device ordinal (`cuCtxGetDevice`), or -1.
+    pub fn current_device(&self) -> i32 {
+        let mut dev: CUdevice = -1;
+        match self.own.ctx_get_device {
+            // SAFETY: valid out pointer.
+            Some(f) if unsafe { f(&mut dev) } == CUDA_SUCCESS => dev,
+            _ => -1,
+        }
+    }
+
+    /// Runs `f` with this thread's capture mode set to RELAXED, so that the shim's own
+    /// potentially unsafe calls (allocation) never invalidate a global-mode capture of the program
+    /// (driver API doc, `cuThreadExchangeStreamCaptureMode`).
+    pub fn relaxed_capture<T>(&self, f: impl FnOnce() -> T) -> T {
+        let Some(exchange) = self.own.thread_exchange_capture_mode else {
+            return f();
+        };
+        let mut mode: CUstreamCaptureMode = CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: valid in/out pointer.
+        let swapped = unsafe { exchange(&mut mode) } == CUDA_SUCCESS;
+        let out = f();
+        if swapped {
+            // SAFETY: restores the mode we swapped out.
+            unsafe { exchange(&mut mode) };
+        }
+        out
+    }
+
+    /// Whether `stream` (a handle as passed to plain, non-`_ptsz` variants) is capturing.
+    /// Errors (e.g. `CUDA_ERROR_STREAM_CAPTURE_IMPLICIT` for the legacy stream) count as capturing.
+    pub fn is_capturing(&self, stream: usize) -> bool {
+        let Some(f) = self.own.stream_is_capturing else {
+            return false;
+        };
+        let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: valid out pointer.
+        let rc = unsafe { f(stream as CUstream, &mut status) };
+        rc != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE
+    }
+
+    /// The mangled name of a kernel handle (`cuFuncGetName`, then `cuKernelGetName`: a `CUkernel`
+    /// may be passed where a `CUfunction` is expected). Works after a sticky error.
+    pub fn kernel_name(&self, func: usize) -> Option<String> {
+        for f in [self.own.func_get_name, self.own.kernel_get_name].into_iter().flatten() {
+            let mut name: *const c_char = std::ptr::null();
+            // SAFETY: valid out pointer; the driver returns a NUL-terminated string it owns.
+            if unsafe { f(&mut name, func as CUfunction) } == CUDA_SUCCESS && !name.is_null() {
+                return Some(unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned());
+            }
+        }
+        None
+    }
+
+    /// `(name, description)` of an error code, from the driver when it knows it.
+    pub fn error_text(&self, code: CUresult) -> (String, String) {
+        let ours = error_name(code);
+        let ask = |f: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
+                   fallback: &str| {
+            let mut s: *const c_char = std::ptr::null();
+            match f {
+                // SAFETY: valid out pointer; static string owned by the driver.
+                Some(f) if unsafe { f(code, &mut s) } == CUDA_SUCCESS && !s.is_null() => {
+                    unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
+                }
+                _ => fallback.to_string(),
+            }
+        };
+        (ask(self.own.get_error_name, ours.0), ask(self.own.get_error_string, ours.1))
+    }
+}
+
+/// Pinned, device-mapped host memory for progress markers: `(host pointer, device address)`.
+/// Allocated with the capture mode relaxed; `None` when the driver refuses.
+pub fn alloc_marker_memory(driver: &Driver, bytes: usize) -> Option<(*mut u64, u64)> {
+    let alloc = driver.own.mem_host_alloc?;
+    let devptr = driver.own.mem_host_get_device_pointer?;
+    driver.relaxed_capture(|| {
+        let mut host: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid out pointers; flags from cuda.h.
+        unsafe {
+            if alloc(&mut host, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS
+                || host.is_null()
+            {
+                return None;
+            }
+            std::ptr::write_bytes(host as *mut u8, 0, bytes);
+            let mut dev: CUdeviceptr = 0;
+            if devptr(&mut dev, host, 0) != CUDA_SUCCESS {
+                return None;
+            }
+            Some((host as *mut u64, dev))
+        }
+    })
+}

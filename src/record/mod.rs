@@ -1,0 +1,305 @@
+//! Recording: what each hooked call means ([`Call`]), the op records kept per stream, and the
+//! progress markers that prove which ops completed.
+//!
+//! Hot path per recorded op (a launch, an async copy or memset, a graph launch): capture the native
+//! stack, look the stream up (thread-local cache), lock that stream, make the real call, push the
+//! op with the next sequence number and enqueue `cuStreamWriteValue64(marker slot, seq)` behind it,
+//! unlock. The lock spans the real call so that sequence numbers follow the order in which ops
+//! enter the stream even when several threads launch onto one stream.
+
+pub mod streams;
+
+use crate::config::{self, StackMode};
+use crate::cuda::entry_points::EntryPoint;
+use crate::cuda::*;
+use crate::real;
+use crate::stack::NativeStack;
+pub use streams::{StreamId, StreamState, StreamView};
+use std::ffi::c_uint;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// What a recorded op is (the `kind` field of an op in the report).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpKind {
+    Kernel,
+    Memcpy,
+    Memset,
+    Graph,
+}
+
+/// What a hooked call does, derived from its arguments before the real call (see the list in
+/// `cuda::entry_points`). Stream handles are raw: `0` means the variant's default stream.
+#[derive(Clone, Copy, Debug)]
+pub enum Call {
+    /// Work enqueued on a stream: recorded and followed by a progress marker.
+    Enqueue(Launch),
+    /// A synchronous copy or memset on the variant's default stream.
+    SyncDefaultStream,
+    /// `cuCtxSynchronize` (current context, `ctx` 0) / `cuCtxSynchronize_v2(ctx)`.
+    SyncContext { ctx: usize },
+    /// `cuStreamSynchronize` / `cuStreamQuery`.
+    SyncStream { stream: usize },
+    /// Any other call: only its error code matters.
+    Observe { stream: Option<usize> },
+    BeginCapture { stream: usize },
+    EndCapture { stream: usize },
+    DestroyStream { stream: usize },
+}
+
+/// The arguments of an enqueued op that the record keeps.
+#[derive(Clone, Copy, Debug)]
+pub struct Launch {
+    pub kind: OpKind,
+    /// `CUfunction` or `CUkernel` handle (kernels), `CUgraphExec` (graphs), 0 otherwise.
+    pub handle: usize,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+    /// Bytes moved or set (copies and memsets; 0 when the descriptor is opaque).
+    pub bytes: u64,
+    pub stream: usize,
+}
+
+impl Call {
+    pub fn kernel(f: CUfunction, grid: [c_uint; 3], block: [c_uint; 3], shmem: c_uint, stream: CUstream) -> Call {
+        Call::Enqueue(Launch {
+            kind: OpKind::Kernel,
+            handle: f as usize,
+            grid,
+            block,
+            shared_mem_bytes: shmem,
+            bytes: 0,
+            stream: stream as usize,
+        })
+    }
+
+    /// `cuLaunchKernelEx`: grid, block, shared memory and stream come from the `CUlaunchConfig`.
+    pub fn kernel_ex(config: *const CUlaunchConfig, f: CUfunction) -> Call {
+        // SAFETY: the driver requires a valid config; a NULL one is passed through and its error
+        // observed like any other.
+        match unsafe { config.as_ref() } {
+            Some(c) => Call::kernel(
+                f,
+                [c.grid_dim_x, c.grid_dim_y, c.grid_dim_z],
+                [c.block_dim_x, c.block_dim_y, c.block_dim_z],
+                c.shared_mem_bytes,
+                c.h_stream,
+            ),
+            None => Call::Observe { stream: None },
+        }
+    }
+
+    pub fn graph(exec: CUgraphExec, stream: CUstream) -> Call {
+        Call::Enqueue(Launch { kind: OpKind::Graph, handle: exec as usize, ..Self::transfer(0, stream) })
+    }
+
+    pub fn memcpy_async(bytes: usize, stream: CUstream) -> Call {
+        Call::Enqueue(Self::transfer(bytes, stream))
+    }
+
+    pub fn memset_async(bytes: usize, stream: CUstream) -> Call {
+        Call::Enqueue(Launch { kind: OpKind::Memset, ..Self::transfer(bytes, stream) })
+    }
+
+    fn transfer(bytes: usize, stream: CUstream) -> Launch {
+        Launch {
+            kind: OpKind::Memcpy,
+            handle: 0,
+            grid: [0; 3],
+            block: [0; 3],
+            shared_mem_bytes: 0,
+            bytes: bytes as u64,
+            stream: stream as usize,
+        }
+    }
+
+    pub fn sync_default_stream() -> Call {
+        Call::SyncDefaultStream
+    }
+    pub fn sync_context(ctx: CUcontext) -> Call {
+        Call::SyncContext { ctx: ctx as usize }
+    }
+    pub fn sync_stream(stream: CUstream) -> Call {
+        Call::SyncStream { stream: stream as usize }
+    }
+    pub fn observe() -> Call {
+        Call::Observe { stream: None }
+    }
+    pub fn observe_stream(stream: CUstream) -> Call {
+        Call::Observe { stream: Some(stream as usize) }
+    }
+    pub fn begin_capture(stream: CUstream) -> Call {
+        Call::BeginCapture { stream: stream as usize }
+    }
+    pub fn end_capture(stream: CUstream) -> Call {
+        Call::EndCapture { stream: stream as usize }
+    }
+    pub fn destroy_stream(stream: CUstream) -> Call {
+        Call::DestroyStream { stream: stream as usize }
+    }
+
+    /// The stream this call concerns, as a raw handle (`Some(0)` = the variant's default stream).
+    pub fn stream(&self) -> Option<usize> {
+        match *self {
+            Call::Enqueue(l) => Some(l.stream),
+            Call::SyncDefaultStream => Some(0),
+            Call::SyncStream { stream }
+            | Call::BeginCapture { stream }
+            | Call::EndCapture { stream }
+            | Call::DestroyStream { stream } => Some(stream),
+            Call::Observe { stream } => stream,
+            Call::SyncContext { .. } => None,
+        }
+    }
+}
+
+/// One recorded op: plain data, copied into the stream's ring. Sizes in bytes, times in ns since
+/// the Unix epoch (`CLOCK_REALTIME`, comparable across processes of one host).
+#[derive(Clone, Copy)]
+pub struct OpRecord {
+    /// Position in its stream, from 1; the progress marker of the stream holds the last completed one.
+    pub seq: u64,
+    pub launch: Launch,
+    pub entry_point: EntryPoint,
+    pub stream: StreamId,
+    pub context: usize,
+    pub device: i32,
+    /// OS thread id (`gettid`) of the launching thread.
+    pub thread: u32,
+    pub time_ns: u64,
+    pub stack: NativeStack,
+}
+
+/// Streams with an active capture (begun and not yet ended), process-wide. While it is 0 no
+/// stream can be capturing and the per-launch `cuStreamIsCapturing` check is skipped.
+static CAPTURES_ACTIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Wall-clock time in ns (`CLOCK_REALTIME`).
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+thread_local! {
+    static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The calling thread's OS id, cached.
+pub fn thread_id() -> u32 {
+    TID.with(|t| {
+        if t.get() == 0 {
+            // SAFETY: gettid has no preconditions.
+            t.set(unsafe { libc::gettid() } as u32);
+        }
+        t.get()
+    })
+}
+
+/// Runs an enqueueing call: records it and enqueues its progress marker when the real call
+/// succeeds. Returns the real result, and the op that was not enqueued when it failed (a launch
+/// error names that launch as the culprit).
+pub fn enqueue(ep: EntryPoint, launch: Launch, real_call: impl FnOnce() -> CUresult) -> (CUresult, Option<OpRecord>) {
+    let Some(driver) = real::driver() else {
+        return (real_call(), None);
+    };
+    let prepared = crate::guarded(|| prepare(driver, ep, launch));
+    let Some((state, mut op)) = prepared else {
+        return (real_call(), None);
+    };
+    let mut ops = state.ops.lock();
+    let rc = real_call();
+    if rc != CUDA_SUCCESS {
+        drop(ops);
+        return (rc, Some(op));
+    }
+    crate::guarded(|| {
+        if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 && driver.is_capturing(state.id.handle()) {
+            return; // The op went into a graph being captured: it did not run now.
+        }
+        op.seq = ops.push(op, config::get().ring);
+        state.issued.store(op.seq, Ordering::Release);
+        state.write_marker(driver, op.seq);
+    });
+    (rc, None)
+}
+
+fn prepare(driver: &'static real::Driver, ep: EntryPoint, launch: Launch) -> (std::sync::Arc<StreamState>, OpRecord) {
+    let cfg = config::get();
+    let stack = match cfg.stack {
+        StackMode::Native => NativeStack::capture(cfg.stack_depth),
+        StackMode::Off => NativeStack::EMPTY,
+    };
+    let thread = thread_id();
+    let context = driver.current_context();
+    let id = StreamId::resolve(launch.stream, ep.per_thread_default(), thread);
+    let state = streams::lookup(driver, context, id);
+    let op = OpRecord {
+        seq: 0,
+        launch,
+        entry_point: ep,
+        stream: id,
+        context,
+        device: state.device,
+        thread,
+        time_ns: now_ns(),
+        stack,
+    };
+    (state, op)
+}
+
+/// What a synchronizing call must remember before the real call: the streams it waits for and
+/// how many ops each had issued.
+pub struct SyncMark(Vec<(std::sync::Arc<StreamState>, u64)>);
+
+/// Before a non-enqueueing call: note the streams a synchronization covers.
+pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
+    let driver = real::driver()?;
+    let issued = |s: std::sync::Arc<StreamState>| {
+        let n = s.issued.load(Ordering::Acquire);
+        (s, n)
+    };
+    match *call {
+        Call::SyncDefaultStream | Call::SyncStream { .. } => {
+            let raw = call.stream().unwrap_or(0);
+            let id = StreamId::resolve(raw, ep.per_thread_default(), thread_id());
+            let s = streams::find(driver.current_context(), id)?;
+            Some(SyncMark(vec![issued(s)]))
+        }
+        Call::SyncContext { ctx } => {
+            let ctx = if ctx != 0 { ctx } else { driver.current_context() };
+            Some(SyncMark(streams::all().into_iter().filter(|s| s.context == ctx).map(issued).collect()))
+        }
+        _ => None,
+    }
+}
+
+/// After a non-enqueueing call: a successful synchronization proves every op it covered completed;
+/// capture begin/end and stream destruction keep the tables right.
+pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult) {
+    if rc == CUDA_SUCCESS {
+        if let Some(SyncMark(list)) = mark {
+            for (s, n) in list {
+                s.host_completed.fetch_max(n, Ordering::AcqRel);
+            }
+        }
+    }
+    match *call {
+        Call::BeginCapture { .. } if rc == CUDA_SUCCESS => {
+            CAPTURES_ACTIVE.fetch_add(1, Ordering::Relaxed);
+        }
+        // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901) still ends the capture.
+        Call::EndCapture { .. } if rc == CUDA_SUCCESS || rc == 901 => {
+            let _ = CAPTURES_ACTIVE.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
+        Call::DestroyStream { stream } if rc == CUDA_SUCCESS => {
+            if let Some(driver) = real::driver() {
+                let id = StreamId::resolve(stream, ep.per_thread_default(), thread_id());
+                streams::retire(driver.current_context(), id);
+            }
+        }
+        _ => {}
+    }
+}

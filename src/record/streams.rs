@@ -1,0 +1,272 @@
+//! Per-stream state: the ring of recent ops, the progress-marker slot, and the table that finds a
+//! stream's state from `(context, stream)`.
+
+use super::OpRecord;
+use crate::cuda::{CUstream, CUDA_SUCCESS, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD};
+use crate::real::{self, Driver};
+use parking_lot::{Mutex, RwLock};
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+
+/// Which stream an op went to. Default streams are told apart by the API variant: a NULL handle
+/// is the legacy stream in plain variants and the per-thread stream in `_ptsz`/`_ptds` ones
+/// (`cuda.h`, `CU_STREAM_LEGACY`, `CU_STREAM_PER_THREAD`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamId {
+    Legacy,
+    /// The per-thread default stream of this OS thread.
+    PerThread(u32),
+    Handle(usize),
+}
+
+impl StreamId {
+    /// Resolves a raw handle as passed to a variant.
+    pub fn resolve(raw: usize, per_thread_variant: bool, thread: u32) -> StreamId {
+        match raw {
+            0 if per_thread_variant => StreamId::PerThread(thread),
+            0 | CU_STREAM_LEGACY => StreamId::Legacy,
+            CU_STREAM_PER_THREAD => StreamId::PerThread(thread),
+            h => StreamId::Handle(h),
+        }
+    }
+
+    /// The handle that names this stream in plain (non-`_ptsz`) calls made from the thread that
+    /// owns it.
+    pub fn handle(self) -> usize {
+        match self {
+            StreamId::Legacy => CU_STREAM_LEGACY,
+            StreamId::PerThread(_) => CU_STREAM_PER_THREAD,
+            StreamId::Handle(h) => h,
+        }
+    }
+
+    /// How the report names the stream: `0x…`, `legacy`, or `per-thread(tid)`.
+    pub fn describe(self) -> String {
+        match self {
+            StreamId::Legacy => "legacy".into(),
+            StreamId::PerThread(t) => format!("per-thread({t})"),
+            StreamId::Handle(h) => format!("{h:#x}"),
+        }
+    }
+}
+
+/// A bounded ring of the most recent ops of one stream, in sequence order.
+pub struct Ring {
+    ops: VecDeque<OpRecord>,
+    last_seq: u64,
+}
+
+impl Ring {
+    /// Appends `op` with the next sequence number (returned), dropping the oldest beyond `capacity`.
+    pub fn push(&mut self, mut op: OpRecord, capacity: usize) -> u64 {
+        self.last_seq += 1;
+        op.seq = self.last_seq;
+        if self.ops.len() >= capacity {
+            self.ops.pop_front();
+        }
+        self.ops.push_back(op);
+        self.last_seq
+    }
+}
+
+/// A progress-marker slot: 8 bytes of pinned host memory mapped for the device. The stream
+/// writes each op's sequence number into it after the op (`cuStreamWriteValue64`); the host reads
+/// it with a plain load.
+pub struct Marker {
+    host: *const AtomicU64,
+    device: u64,
+}
+
+// SAFETY: the slot is process-lifetime pinned memory, only read atomically on the host.
+unsafe impl Send for Marker {}
+unsafe impl Sync for Marker {}
+
+impl Marker {
+    /// The last sequence number the device wrote.
+    pub fn read(&self) -> u64 {
+        // SAFETY: the slot is never freed.
+        unsafe { (*self.host).load(Ordering::Acquire) }
+    }
+}
+
+/// Everything cudablame knows of one stream.
+pub struct StreamState {
+    pub id: StreamId,
+    pub context: usize,
+    pub device: i32,
+    pub ops: Mutex<Ring>,
+    /// Sequence number of the last op issued (mirror of the ring's, readable without the lock).
+    pub issued: AtomicU64,
+    /// Highest sequence number proven complete by a successful synchronization on the host.
+    pub host_completed: AtomicU64,
+    pub marker: Option<Marker>,
+    /// False once an op was recorded without its marker: the slot no longer proves anything.
+    pub marker_trusted: AtomicBool,
+}
+
+impl StreamState {
+    /// Enqueues the marker write for op `seq` (caller holds the ring lock, right after the op).
+    pub fn write_marker(&self, driver: &Driver, seq: u64) {
+        let (Some(m), Some(write)) = (&self.marker, driver.own.stream_write_value64) else {
+            self.marker_trusted.store(false, Ordering::Relaxed);
+            return;
+        };
+        if !crate::config::markers_enabled() {
+            self.marker_trusted.store(false, Ordering::Relaxed);
+            return;
+        }
+        // SAFETY: plain-variant call with this stream's handle; flags 0 = CU_STREAM_WRITE_VALUE_DEFAULT
+        // (ordered after the stream's prior work, with a memory fence).
+        let rc = unsafe { write(self.id.handle() as CUstream, m.device, seq, 0) };
+        if rc != CUDA_SUCCESS {
+            self.marker_trusted.store(false, Ordering::Relaxed);
+            if !crate::cuda::is_sticky(rc) {
+                crate::config::markers_failed(rc);
+            }
+        }
+    }
+}
+
+/// A consistent copy of one stream's state for blame and report.
+#[derive(Clone)]
+pub struct StreamView {
+    pub id: StreamId,
+    pub context: usize,
+    pub device: i32,
+    pub issued: u64,
+    /// What the progress marker proves complete, when markers were written for every op.
+    pub marker: Option<u64>,
+    pub host_completed: u64,
+    /// The ring, oldest first.
+    pub ops: Vec<OpRecord>,
+}
+
+impl StreamView {
+    /// Highest sequence number known complete.
+    pub fn completed(&self) -> u64 {
+        self.marker.unwrap_or(0).max(self.host_completed).min(self.issued)
+    }
+}
+
+type Key = (usize, StreamId);
+
+#[derive(Default)]
+struct Table {
+    live: HashMap<Key, Arc<StreamState>>,
+    /// Destroyed streams still matter (their queued work runs on); the most recent few are kept.
+    retired: VecDeque<Arc<StreamState>>,
+    /// Bumped on every removal so thread-local caches notice.
+    epoch: u64,
+}
+
+const RETIRED_KEPT: usize = 64;
+
+static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(Default::default);
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// Marker slabs per context: `(host, device, next free slot)`.
+static MARKER_POOLS: LazyLock<Mutex<HashMap<usize, (usize, u64, usize)>>> = LazyLock::new(Default::default);
+const SLOTS_PER_SLAB: usize = 512;
+
+thread_local! {
+    static CACHE: RefCell<Option<(Key, u64, Arc<StreamState>)>> = const { RefCell::new(None) };
+}
+
+/// The state of `(context, stream)`, created on first use (with its marker slot).
+pub fn lookup(driver: &Driver, context: usize, id: StreamId) -> Arc<StreamState> {
+    let key = (context, id);
+    let epoch = EPOCH.load(Ordering::Acquire);
+    if let Some(s) = CACHE.with(|c| match &*c.borrow() {
+        Some((k, e, s)) if *k == key && *e == epoch => Some(s.clone()),
+        _ => None,
+    }) {
+        return s;
+    }
+    let found = TABLE.read().live.get(&key).cloned();
+    let state = found.unwrap_or_else(|| {
+        let created = Arc::new(StreamState {
+            id,
+            context,
+            device: driver.current_device(),
+            ops: Mutex::new(Ring { ops: VecDeque::new(), last_seq: 0 }),
+            issued: AtomicU64::new(0),
+            host_completed: AtomicU64::new(0),
+            marker: if crate::config::markers_enabled() { marker_slot(driver, context) } else { None },
+            marker_trusted: AtomicBool::new(true),
+        });
+        TABLE.write().live.entry(key).or_insert(created).clone()
+    });
+    CACHE.with(|c| *c.borrow_mut() = Some((key, epoch, state.clone())));
+    state
+}
+
+/// The state of `(context, stream)` if it exists.
+pub fn find(context: usize, id: StreamId) -> Option<Arc<StreamState>> {
+    TABLE.read().live.get(&(context, id)).cloned()
+}
+
+/// Every stream known, live ones first, then recently destroyed ones.
+pub fn all() -> Vec<Arc<StreamState>> {
+    let t = TABLE.read();
+    t.live.values().chain(t.retired.iter()).cloned().collect()
+}
+
+/// Moves a destroyed stream to the retired list.
+pub fn retire(context: usize, id: StreamId) {
+    let mut t = TABLE.write();
+    if let Some(s) = t.live.remove(&(context, id)) {
+        if t.retired.len() >= RETIRED_KEPT {
+            t.retired.pop_front();
+        }
+        t.retired.push_back(s);
+        t.epoch += 1;
+        EPOCH.store(t.epoch, Ordering::Release);
+    }
+}
+
+/// Forgets everything (a forked child must not use its parent's contexts or slots).
+pub fn clear() {
+    let mut t = TABLE.write();
+    t.live.clear();
+    t.retired.clear();
+    t.epoch += 1;
+    EPOCH.store(t.epoch, Ordering::Release);
+    MARKER_POOLS.lock().clear();
+}
+
+fn marker_slot(driver: &Driver, context: usize) -> Option<Marker> {
+    let mut pools = MARKER_POOLS.lock();
+    let entry = pools.entry(context).or_insert((0, 0, SLOTS_PER_SLAB));
+    if entry.2 >= SLOTS_PER_SLAB {
+        let (host, device) = real::alloc_marker_memory(driver, SLOTS_PER_SLAB * 8)?;
+        *entry = (host as usize, device, 0);
+    }
+    let i = entry.2;
+    entry.2 += 1;
+    Some(Marker { host: (entry.0 + i * 8) as *const AtomicU64, device: entry.1 + (i * 8) as u64 })
+}
+
+/// Copies every stream's state: the ring under its lock, the marker with a plain load.
+pub fn snapshot() -> Vec<StreamView> {
+    all()
+        .into_iter()
+        .map(|s| {
+            let ring = s.ops.lock();
+            let ops: Vec<OpRecord> = ring.ops.iter().copied().collect();
+            let issued = ring.last_seq;
+            drop(ring);
+            let trusted = s.marker_trusted.load(Ordering::Relaxed);
+            StreamView {
+                id: s.id,
+                context: s.context,
+                device: s.device,
+                issued,
+                marker: s.marker.as_ref().filter(|_| trusted).map(Marker::read),
+                host_completed: s.host_completed.load(Ordering::Acquire),
+                ops,
+            }
+        })
+        .collect()
+}

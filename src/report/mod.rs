@@ -1,0 +1,200 @@
+//! The report: built once, when detection fires, from a snapshot of the streams; rendered as text
+//! on stderr and written as JSON. Everything slow (kernel names, symbolization) happens here.
+
+pub mod model;
+pub mod sink;
+pub mod text;
+
+use crate::blame::{self, Confidence};
+use crate::config;
+use crate::cuda::entry_points::EntryPoint;
+use crate::cuda::*;
+use crate::real;
+use crate::record::{self, Call, OpKind, OpRecord, StreamId, StreamView};
+use crate::stack::{self, NativeStack};
+use model::*;
+use std::collections::HashMap;
+
+/// Recent ops listed per stream.
+const RECENT_PER_STREAM: usize = 8;
+
+/// Builds and emits the report for an error returned by `ep`. `failed_launch` is set when the
+/// call was a launch that failed by itself (non-sticky): it is then the `exact` culprit.
+pub fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpRecord>) {
+    let cfg = config::get();
+    let mut report = build(ep, call, rc, failed_launch);
+    if let Some(pattern) = &cfg.report {
+        report.path = sink::write_json(pattern, &report, report.process.rank);
+    }
+    if cfg.text {
+        eprint!("{}", text::render(&report));
+    }
+}
+
+fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpRecord>) -> Report {
+    let driver = real::driver();
+    let now = record::now_ns();
+    let thread = record::thread_id();
+    let reporting_stack = NativeStack::capture(config::MAX_STACK_DEPTH);
+    let context = driver.map(|d| d.current_context()).filter(|&c| c != 0);
+    let views = record::streams::snapshot();
+    let mut names = Names { driver, cache: HashMap::new() };
+
+    let reporting_stream = call.stream().map(|raw| StreamId::resolve(raw, ep.per_thread_default(), thread));
+    let (code_name, description) = match driver {
+        Some(d) => d.error_text(rc),
+        None => {
+            let (n, d) = error_name(rc);
+            (n.to_string(), d.to_string())
+        }
+    };
+
+    let (culprit, suspects, culprit_at) = match failed_launch {
+        Some(op) => {
+            let reason = format!(
+                "the launch itself returned {code_name} ({rc}): the driver refused it synchronously and \
+                 nothing was enqueued"
+            );
+            let op = names.op(&op, now, "culprit", true);
+            (Culprit { confidence: Confidence::Exact, reason, op: Some(op) }, Vec::new(), None)
+        }
+        None => {
+            let v = blame::judge(&views, context);
+            let op = v.culprit.map(|at| names.op(&views[at.0].ops[at.1], now, "culprit", true));
+            let suspects = v
+                .suspects
+                .iter()
+                .map(|&at| names.op(&views[at.0].ops[at.1], now, "not completed", true))
+                .collect();
+            (Culprit { confidence: v.confidence, reason: v.reason, op }, suspects, v.culprit)
+        }
+    };
+
+    let streams = views
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| !views.iter().any(|w| Some(w.context) == context) || Some(v.context) == context)
+        .map(|(i, v)| stream_summary(i, v, culprit_at, now, &mut names))
+        .collect();
+
+    Report {
+        schema: SCHEMA,
+        process: process_info(),
+        error: ErrorInfo { code: rc, name: code_name, description, sticky: is_sticky(rc) },
+        reporting_call: ReportingCall {
+            entry_point: ep.name().to_string(),
+            thread,
+            stream: reporting_stream.map(StreamId::describe),
+            time_ns: now,
+            stack: stack::symbolize(reporting_stack.ips(), config::MAX_STACK_DEPTH),
+        },
+        culprit,
+        suspects,
+        streams,
+        path: None,
+    }
+}
+
+fn stream_summary(
+    index: usize,
+    v: &StreamView,
+    culprit: Option<blame::OpAt>,
+    now: u64,
+    names: &mut Names,
+) -> StreamSummary {
+    let completed = v.completed();
+    let start = v.ops.len().saturating_sub(RECENT_PER_STREAM);
+    let recent = v.ops[start..]
+        .iter()
+        .enumerate()
+        .map(|(j, o)| {
+            let state = if culprit == Some((index, start + j)) {
+                "culprit"
+            } else if o.seq <= completed {
+                "completed"
+            } else {
+                "not completed"
+            };
+            names.op(o, now, state, false)
+        })
+        .collect();
+    StreamSummary {
+        stream: v.id.describe(),
+        context: format!("{:#x}", v.context),
+        device: v.device,
+        issued: v.issued,
+        completed,
+        marker: v.marker,
+        recent,
+    }
+}
+
+/// Kernel names for one report, each asked of the driver once.
+struct Names {
+    driver: Option<&'static real::Driver>,
+    cache: HashMap<usize, Option<String>>,
+}
+
+impl Names {
+    fn kernel(&mut self, handle: usize) -> Option<String> {
+        let driver = self.driver;
+        self.cache.entry(handle).or_insert_with(|| driver.and_then(|d| d.kernel_name(handle))).clone()
+    }
+
+    fn op(&mut self, o: &OpRecord, now: u64, state: &'static str, with_stack: bool) -> Op {
+        let symbol = match o.launch.kind {
+            OpKind::Kernel => self.kernel(o.launch.handle),
+            _ => None,
+        };
+        let stack = if with_stack { stack::symbolize(o.stack.ips(), config::get().stack_depth) } else { Vec::new() };
+        Op {
+            seq: o.seq,
+            kind: o.launch.kind,
+            kernel: symbol.as_deref().map(stack::demangle),
+            kernel_symbol: symbol,
+            grid: o.launch.grid,
+            block: o.launch.block,
+            shared_mem_bytes: o.launch.shared_mem_bytes,
+            bytes: o.launch.bytes,
+            stream: o.stream.describe(),
+            context: format!("{:#x}", o.context),
+            device: o.device,
+            thread: o.thread,
+            entry_point: o.entry_point.name().to_string(),
+            time_ns: o.time_ns,
+            age_ns: now.saturating_sub(o.time_ns),
+            state,
+            stack,
+            python_stack: Vec::new(),
+        }
+    }
+}
+
+/// The rank of this process in a multi-process job: `RANK` (torchrun), `SLURM_PROCID`,
+/// `OMPI_COMM_WORLD_RANK`, else 0.
+pub fn rank() -> u32 {
+    ["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+/// This host's name (`gethostname`).
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buffer and length match.
+    if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut _, buf.len()) } != 0 {
+        return "unknown-host".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+fn process_info() -> Process {
+    let argv = std::fs::read("/proc/self/cmdline")
+        .map(|raw| {
+            raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect()
+        })
+        .unwrap_or_default();
+    Process { pid: std::process::id(), host: host_name(), rank: rank(), argv }
+}

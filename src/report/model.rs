@@ -1,0 +1,110 @@
+//! The JSON report: a contract for tools. Schema `cudablame.report/1`; fields may be added, the
+//! names here are never changed.
+
+use crate::blame::Confidence;
+use crate::record::OpKind;
+use crate::stack::Frame;
+use serde::Serialize;
+
+pub const SCHEMA: &str = "cudablame.report/1";
+
+#[derive(Serialize, Debug)]
+pub struct Report {
+    pub schema: &'static str,
+    pub process: Process,
+    pub error: ErrorInfo,
+    pub reporting_call: ReportingCall,
+    pub culprit: Culprit,
+    /// Other ops that had not completed, most likely first.
+    pub suspects: Vec<Op>,
+    pub streams: Vec<StreamSummary>,
+    /// Path of this JSON file (`None` with `CUDABLAME_REPORT=off`).
+    #[serde(skip)]
+    pub path: Option<String>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct Process {
+    pub pid: u32,
+    pub host: String,
+    /// From `RANK`, `SLURM_PROCID` or `OMPI_COMM_WORLD_RANK`, else 0.
+    pub rank: u32,
+    pub argv: Vec<String>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct ErrorInfo {
+    pub code: u32,
+    /// E.g. `CUDA_ERROR_ASSERT` (from `cuGetErrorName`).
+    pub name: String,
+    /// E.g. `device-side assert triggered` (from `cuGetErrorString`).
+    pub description: String,
+    /// Whether the code poisons the context (every later call returns it).
+    pub sticky: bool,
+}
+
+#[derive(Serialize, Debug)]
+pub struct ReportingCall {
+    /// The exported driver symbol that returned the error, e.g. `cuMemcpyDtoH_v2`.
+    pub entry_point: String,
+    pub thread: u32,
+    /// The stream the call concerned, if any (`0x…`, `legacy`, `per-thread(tid)`).
+    pub stream: Option<String>,
+    /// Wall-clock ns since the Unix epoch.
+    pub time_ns: u64,
+    pub stack: Vec<Frame>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct Culprit {
+    pub confidence: Confidence,
+    pub reason: String,
+    /// `None` when the culprit is not known or fell out of the ring.
+    pub op: Option<Op>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Op {
+    pub seq: u64,
+    pub kind: OpKind,
+    /// Demangled kernel name (kernels), else `None`.
+    pub kernel: Option<String>,
+    /// The name as the driver gave it (mangled).
+    pub kernel_symbol: Option<String>,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+    /// Bytes copied or set (copies, memsets).
+    pub bytes: u64,
+    pub stream: String,
+    /// `0x…` context handle.
+    pub context: String,
+    pub device: i32,
+    pub thread: u32,
+    /// The entry point that enqueued it, e.g. `cuLaunchKernel_ptsz`.
+    pub entry_point: String,
+    /// Launch time, wall-clock ns since the Unix epoch.
+    pub time_ns: u64,
+    /// ns between the launch and the reporting call.
+    pub age_ns: u64,
+    /// `completed`, `not completed`, or `culprit`.
+    pub state: &'static str,
+    pub stack: Vec<Frame>,
+    /// Python frames of the launching thread, innermost first (not captured yet: always empty).
+    pub python_stack: Vec<Frame>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct StreamSummary {
+    pub stream: String,
+    pub context: String,
+    pub device: i32,
+    /// Sequence number of the last op issued.
+    pub issued: u64,
+    /// Highest sequence number known complete (marker or successful synchronization).
+    pub completed: u64,
+    /// The progress marker's value, if markers were in use on this stream.
+    pub marker: Option<u64>,
+    /// The last ops of the stream, oldest first.
+    pub recent: Vec<Op>,
+}
