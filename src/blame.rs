@@ -11,19 +11,8 @@
 //! Without markers: `suspect`, the most recent kernel among the unfinished ops.
 
 use crate::record::{OpKind, OpRecord, StreamView};
-use serde::Serialize;
 
-/// How sure the verdict is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Confidence {
-    /// Progress markers prove this op started and never finished, and no other op was unfinished.
-    Exact,
-    /// Markers narrow it to one op per stream; several streams had unfinished work.
-    Likely,
-    /// No markers: one of the ops issued since the last successful synchronization.
-    Suspect,
-}
+pub use crate::report::model::Confidence;
 
 /// Where an op sits in the views: `(stream index, op index in that stream's ring)`.
 pub type OpAt = (usize, usize);
@@ -51,18 +40,39 @@ pub fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
         }
         _ => (0..views.len()).collect(),
     };
-    // Per stream with unfinished work: (stream index, first unfinished seq).
+    // Per stream with unfinished work: (stream index, first unfinished seq). Synchronous copies
+    // completed before they were recorded and are skipped; an unfinished op that fell out of the
+    // ring still counts (its seq is completed + 1).
     let pending: Vec<(usize, u64)> = in_scope
         .iter()
-        .filter(|&&i| views[i].completed() < views[i].issued)
-        .map(|&i| (i, views[i].completed() + 1))
+        .filter_map(|&i| {
+            let v = &views[i];
+            let done = v.completed();
+            let oldest = v.ops.first().map_or(v.issued + 1, |o| o.seq);
+            if done + 1 < oldest && done < v.issued {
+                return Some((i, done + 1));
+            }
+            v.ops.iter().find(|o| o.seq > done && !o.synchronous).map(|o| (i, o.seq))
+        })
         .collect();
-    let all_marked = pending.iter().all(|&(i, _)| views[i].marker.is_some());
     let find = |i: usize, seq: u64| views[i].ops.iter().position(|o| o.seq == seq).map(|j| (i, j));
+    // Markers prove a stream's candidate when the stream has a marker slot and the candidate's
+    // own marker was enqueued (or nothing was issued after it: then it is the only possibility).
+    // A candidate that fell out of the ring is taken as marked, as nearly every op is.
+    let proven = |i: usize, seq: u64| {
+        views[i].marker.is_some()
+            && (seq == views[i].issued || find(i, seq).is_none_or(|(_, j)| views[i].ops[j].marked))
+    };
+    let all_marked = pending.iter().all(|&(i, seq)| proven(i, seq));
     let unfinished: Vec<OpAt> = pending
         .iter()
         .flat_map(|&(i, first)| {
-            views[i].ops.iter().enumerate().filter(move |(_, o)| o.seq >= first).map(move |(j, _)| (i, j))
+            views[i]
+                .ops
+                .iter()
+                .enumerate()
+                .filter(move |(_, o)| o.seq >= first && !o.synchronous)
+                .map(move |(j, _)| (i, j))
         })
         .collect();
     let op = |at: OpAt| -> &OpRecord { &views[at.0].ops[at.1] };
@@ -84,7 +94,7 @@ pub fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
         firsts.sort_by_key(|&(i, seq)| std::cmp::Reverse(find(i, seq).map(|at| op(at).time_ns).unwrap_or(0)));
         let (i, seq) = firsts[0];
         let v = &views[i];
-        let marker = v.marker.unwrap_or(0);
+        let marker = v.completed();
         let culprit = find(i, seq);
         let missing = if culprit.is_none() {
             format!(" (op #{seq} is no longer in the ring: raise CUDABLAME_RING)")
@@ -93,8 +103,8 @@ pub fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
         };
         if firsts.len() == 1 {
             let reason = format!(
-                "progress marker of stream {} reads {marker}, so op #{seq} started and never completed; \
-                 no other stream of the context had unfinished work{missing}",
+                "progress marker of stream {} proves ops up to #{marker} completed, so op #{seq} started and \
+                 never completed; no other stream of the context had unfinished work{missing}",
                 v.id.describe()
             );
             (Confidence::Exact, culprit, reason)
@@ -163,6 +173,8 @@ mod tests {
             device: 0,
             thread: 7,
             time_ns,
+            synchronous: false,
+            marked: true,
             stack: NativeStack::EMPTY,
         }
     }
@@ -186,7 +198,7 @@ mod tests {
         assert_eq!(v.confidence, Confidence::Exact);
         assert_eq!(views[0].ops[v.culprit.unwrap().1].seq, 20);
         assert_eq!(v.suspects.len(), MAX_SUSPECTS); // #21..#40, capped
-        assert!(v.reason.contains("reads 19"), "{}", v.reason);
+        assert!(v.reason.contains("up to #19 completed"), "{}", v.reason);
     }
 
     #[test]
@@ -238,6 +250,33 @@ mod tests {
         assert_eq!(v.confidence, Confidence::Exact);
         assert_eq!(v.culprit, None);
         assert!(v.reason.contains("#11 is no longer in the ring"), "{}", v.reason);
+    }
+
+    #[test]
+    fn synchronous_copies_are_never_candidates() {
+        // #5 is a synchronous copy recorded after the marker's last write (#4): nothing pending.
+        let mut views = vec![stream(0x10, 1, 5, Some(4), 0, 0)];
+        views[0].ops[4].synchronous = true;
+        assert_eq!(judge(&views, Some(1)).culprit, None);
+        // With #6 launched after it and faulting, #6 is the culprit, not #5.
+        views[0].ops.push(op(6, OpKind::Kernel, 100));
+        views[0].issued = 6;
+        let v = judge(&views, Some(1));
+        assert_eq!(v.confidence, Confidence::Exact);
+        assert_eq!(views[0].ops[v.culprit.unwrap().1].seq, 6);
+    }
+
+    #[test]
+    fn an_unmarked_candidate_is_not_proof_unless_last() {
+        // #3's marker write failed: a marker reading 2 means #3 or #4 faulted.
+        let mut views = vec![stream(0x10, 1, 4, Some(2), 0, 0)];
+        views[0].ops[2].marked = false;
+        assert_eq!(judge(&views, Some(1)).confidence, Confidence::Suspect);
+        // The context died between the launch of #4 and its marker: #4 is still proven.
+        let mut views = vec![stream(0x10, 1, 4, Some(3), 0, 0)];
+        views[0].ops[3].marked = false;
+        let v = judge(&views, Some(1));
+        assert_eq!((v.confidence, v.culprit), (Confidence::Exact, Some((0, 3))));
     }
 
     #[test]

@@ -13,12 +13,24 @@ pub enum StackMode {
     Native,
 }
 
+/// Which unwinder captures native launch stacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unwinder {
+    /// framehop with per-thread cached unwind rules (x86-64; default).
+    Framehop,
+    /// The system unwinder, `_Unwind_Backtrace` (slower; the fallback elsewhere).
+    Libgcc,
+}
+
 /// The parsed configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// `CUDABLAME_REPORT`: JSON report path pattern (`%p` pid, `%h` host, `%r` rank, `%%`),
     /// or `None` for `off`. Default `cudablame-%h-%p.json`, relative to the working directory.
     pub report: Option<String>,
+    /// `CUDABLAME_TRACE`: Chrome trace / Perfetto JSON path pattern (same placeholders as
+    /// `CUDABLAME_REPORT`), written with the report; `None` (the default, or `off`): no trace.
+    pub trace: Option<String>,
     /// `CUDABLAME_MARKERS`: enqueue a progress marker after each recorded op (default on).
     pub markers: bool,
     /// `CUDABLAME_STACK`: `native` (default) or `off`.
@@ -26,6 +38,8 @@ pub struct Config {
     /// `CUDABLAME_STACK_DEPTH`: frames kept per launch, 1..=32 (default 24), cudablame's own
     /// frames not counted.
     pub stack_depth: usize,
+    /// `CUDABLAME_UNWINDER`: `framehop` (default) or `libgcc`.
+    pub unwinder: Unwinder,
     /// `CUDABLAME_RING`: ops kept per stream, 16..=65536 (default 256).
     pub ring: usize,
     /// `CUDABLAME_TEXT`: the human report on stderr (default on).
@@ -38,9 +52,11 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             report: Some("cudablame-%h-%p.json".into()),
+            trace: None,
             markers: true,
             stack: StackMode::Native,
             stack_depth: 24,
+            unwinder: Unwinder::Framehop,
             ring: 256,
             text: true,
             debug: false,
@@ -121,6 +137,14 @@ impl Config {
                 c.report = Some(t.to_string());
             }
         }
+        if let Some(v) = get("CUDABLAME_TRACE") {
+            let t = v.trim();
+            if t.is_empty() {
+                w.push("CUDABLAME_TRACE is empty; writing no trace".into());
+            } else if !t.eq_ignore_ascii_case("off") {
+                c.trace = Some(t.to_string());
+            }
+        }
         if let Some(v) = get("CUDABLAME_MARKERS") {
             c.markers = on_off("CUDABLAME_MARKERS", &v, true, &mut w);
         }
@@ -136,6 +160,16 @@ impl Config {
         }
         if let Some(v) = get("CUDABLAME_STACK_DEPTH") {
             c.stack_depth = number("CUDABLAME_STACK_DEPTH", &v, 1, MAX_STACK_DEPTH, 24, &mut w);
+        }
+        if let Some(v) = get("CUDABLAME_UNWINDER") {
+            c.unwinder = match v.trim().to_ascii_lowercase().as_str() {
+                "framehop" => Unwinder::Framehop,
+                "libgcc" => Unwinder::Libgcc,
+                _ => {
+                    w.push(format!("CUDABLAME_UNWINDER={v:?} is not framehop/libgcc; using framehop"));
+                    Unwinder::Framehop
+                }
+            };
         }
         if let Some(v) = get("CUDABLAME_RING") {
             c.ring = number("CUDABLAME_RING", &v, 16, 65536, 256, &mut w);
@@ -165,6 +199,7 @@ mod tests {
         let (c, w) = parse(&[]);
         assert!(w.is_empty());
         assert_eq!(c.report.as_deref(), Some("cudablame-%h-%p.json"));
+        assert_eq!(c.trace, None);
         assert!(c.markers);
         assert_eq!(c.stack, StackMode::Native);
         assert_eq!((c.stack_depth, c.ring), (24, 256));
@@ -178,9 +213,11 @@ mod tests {
             ("CUDABLAME_STACK", "off"),
             ("CUDABLAME_STACK_DEPTH", "8"),
             ("CUDABLAME_RING", "1024"),
+            ("CUDABLAME_TRACE", " trace-%h-r%r.json "),
         ]);
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(c.report, None);
+        assert_eq!(c.trace.as_deref(), Some("trace-%h-r%r.json"));
         assert!(!c.markers);
         assert_eq!(c.stack, StackMode::Off);
         assert_eq!((c.stack_depth, c.ring), (8, 1024));
@@ -194,11 +231,20 @@ mod tests {
             ("CUDABLAME_RING", "99999999999999999999999"),
             ("CUDABLAME_STACK", ""),
             ("CUDABLAME_REPORT", "  "),
+            ("CUDABLAME_TRACE", ""),
         ]);
-        assert_eq!(w.len(), 5, "{w:?}");
+        assert_eq!(w.len(), 6, "{w:?}");
+        assert_eq!(c.trace, None);
         assert!(w[0].contains("CUDABLAME_REPORT"));
         assert!(c.markers);
         assert_eq!((c.stack_depth, c.ring), (24, 256));
         assert_eq!(c.report.as_deref(), Some("cudablame-%h-%p.json"));
+    }
+
+    #[test]
+    fn trace_off_is_no_trace() {
+        let (c, w) = parse(&[("CUDABLAME_TRACE", "OFF")]);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.trace, None);
     }
 }

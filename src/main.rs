@@ -1,4 +1,5 @@
-//! The `cudablame` command: runs a program under `libcudablame.so`, or a built-in demo.
+//! The `cudablame` command: runs a program under `libcudablame.so`, reads its reports (`show`,
+//! `summary` across the ranks of a job), or runs a built-in demo.
 //!
 //! This binary does not link the library (it would export `dlsym` into itself); it finds
 //! `libcudablame.so` beside its own executable.
@@ -8,12 +9,25 @@ mod cli;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+const EXAMPLES: &str = "\
+Examples:
+  cudablame                                   run the built-in demo (GPU if present, else simulated)
+  cudablame run -- ./app --flag               run ./app under cudablame
+  cudablame run --report 'cb-%h-r%r.json' -- python train.py
+  srun cudablame run --report 'cb-%h-r%r.json' -- python train.py     (each rank reports)
+  cudablame summary .                         which rank failed first, from all reports here
+  cudablame show cb-node1-r3.json             a JSON report as text
+
+Variables (set by `run` options, or directly): CUDABLAME_REPORT, CUDABLAME_TRACE, CUDABLAME_TEXT,
+CUDABLAME_MARKERS, CUDABLAME_STACK, CUDABLAME_STACK_DEPTH, CUDABLAME_RING, CUDABLAME_DEBUG
+(docs/cli.md). Use `cudablame help <command>` for a command's options and examples.";
+
 #[derive(Parser)]
 #[command(
     name = "cudablame",
     version,
     about = "Names the kernel launch that caused an asynchronous CUDA error",
-    after_help = "Examples:\n  cudablame                        run the built-in demo (GPU if present, else the simulated driver)\n  cudablame run -- ./app --flag    run ./app with cudablame\n  cudablame run --report 'out/cb-%r.json' -- python train.py"
+    after_help = EXAMPLES
 )]
 struct Cli {
     #[command(subcommand)]
@@ -22,9 +36,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a program with libcudablame.so preloaded; exits with the program's own status.
+    #[command(
+        about = cli::run::ABOUT,
+        long_about = cli::run::LONG_ABOUT,
+        after_help = cli::run::EXAMPLES,
+        override_usage = "cudablame run [OPTIONS] -- CMD [ARGS]..."
+    )]
     Run(cli::run::RunArgs),
+    #[command(about = cli::show::ABOUT, after_help = cli::show::EXAMPLES)]
+    Show(cli::show::ShowArgs),
+    #[command(
+        about = cli::summary::ABOUT,
+        long_about = cli::summary::LONG_ABOUT,
+        after_help = cli::summary::EXAMPLES
+    )]
+    Summary(cli::summary::SummaryArgs),
     /// Run a built-in faulty program and show cudablame's report (GPU if present, else simulated).
+    #[command(after_help = "Examples:\n  cudablame demo\n  cudablame demo --simulated --report /tmp/demo-%p.json")]
     Demo(cli::demo::DemoArgs),
     /// (internal) the demo's faulty program, run under the shim by `demo`.
     #[command(hide = true)]
@@ -35,8 +63,19 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Run(args)) => cli::run::run(args),
+        Some(Command::Show(args)) => cli::show::show(args),
+        Some(Command::Summary(args)) => cli::summary::summary(args),
         Some(Command::Demo(args)) => cli::demo::demo(args),
         Some(Command::DemoChild) => cli::demo::child(),
         None => cli::demo::demo(cli::demo::DemoArgs::default()),
     }
+}
+
+/// The report model and its text rendering, shared with the library by path: both files depend
+/// on serde and std only.
+#[path = "report"]
+#[allow(dead_code)]
+mod report {
+    pub mod model;
+    pub mod text;
 }

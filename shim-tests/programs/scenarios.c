@@ -46,7 +46,7 @@ typedef struct {
     X(cuLaunchKernelEx, cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **))  \
     X(cuStreamCreate, cuStreamCreate, (CUstream *, unsigned))                                      \
     X(cuStreamSynchronize, cuStreamSynchronize, (CUstream))                                        \
-    X(cuCtxSynchronize, cuCtxSynchronize, (void))                                                  \
+    X(cuCtxSynchronize, cuCtxSynchronize_v2, (CUcontext)) /* CUDA 13: takes a context */                                                  \
     X(cuStreamBeginCapture, cuStreamBeginCapture_v2, (CUstream, unsigned))                         \
     X(cuStreamEndCapture, cuStreamEndCapture, (CUstream, CUgraph *))                               \
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags,                                    \
@@ -176,16 +176,18 @@ int main(int argc, char **argv) {
     int out[16];
 
     if (!strcmp(scenario, "oob")) {
-        /* #1 #2 slow, #3 oob_write (culprit), #4..#6 quick; the read-back reports it. */
+        /* #1 the upload in setup(), #2 #3 slow, #4 oob_write (culprit), #5..#7 quick; the
+         * read-back reports it. */
         launch_warmup(NULL, 2);
         launch_bad_kernel(oob_write, NULL);
         launch_after(NULL, 3);
         int rc = report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
-        report_rc("sync_rc", p_cuCtxSynchronize()); /* a second sticky return: counted, not reported */
+        report_rc("sync_rc", p_cuCtxSynchronize(NULL)); /* a second sticky return: counted, not reported */
         return rc;
     }
     if (!strcmp(scenario, "next_launch")) {
-        /* #1 instant_oob (culprit); the fault lands before the next launch, which reports it. */
+        /* #1 upload, #2 instant_oob (culprit); the fault lands before the next launch, which
+         * reports it. */
         launch_bad_kernel(instant_oob, NULL);
         usleep(50000);
         return report_rc("launch_rc", launch(quick, 1, 32, NULL));
@@ -211,15 +213,15 @@ int main(int argc, char **argv) {
         launch_warmup(a, 5);
         usleep(2000);
         launch_bad_kernel(instant_oob, b);
-        return report_rc("sync_rc", p_cuCtxSynchronize());
+        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
     }
     if (!strcmp(scenario, "threads")) {
-        /* Another thread launches the culprit (#2 after one warmup); main thread syncs. */
+        /* Another thread launches the culprit (#3 after the upload and one warmup); main thread syncs. */
         pthread_t t;
         launch_warmup(NULL, 1);
         pthread_create(&t, NULL, thread_body, NULL);
         pthread_join(t, NULL);
-        return report_rc("sync_rc", p_cuCtxSynchronize());
+        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
     }
     if (!strcmp(scenario, "launch_ex")) {
         /* cuLaunchKernelEx on a created stream: #1 oob_write with grid 3x2x1, block 64x2x1, 128 B smem. */
@@ -237,7 +239,7 @@ int main(int argc, char **argv) {
         CUresult rc = launch_bad_kernel(quick, NULL);
         printf("launch_rc=%u\n", rc);
         (void)launch(quick, 1, 2048, NULL); /* a second bad launch: counted only */
-        return report_rc("sync_rc", p_cuCtxSynchronize()) || rc != 0;
+        return report_rc("sync_rc", p_cuCtxSynchronize(NULL)) || rc != 0;
     }
     if (!strcmp(scenario, "capture")) {
         /* Global-mode capture of 3 kernels on S must stay valid and hold exactly 3 nodes (no
@@ -264,6 +266,14 @@ int main(int argc, char **argv) {
         int rc = report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
         printf("first_word=%d\n", out[0]);
         return rc;
+    }
+    if (!strcmp(scenario, "secondary")) {
+        /* A rank hit by another rank's fault: ~200 ms after start (so later than the fault of a
+         * rank running `oob`), #2 instant_oob faults and the next launch reports it. */
+        usleep(200000);
+        launch_bad_kernel(instant_oob, NULL);
+        usleep(50000);
+        return report_rc("launch_rc", launch(quick, 1, 32, NULL));
     }
     printf("unknown scenario %s\n", scenario);
     return 4;

@@ -30,7 +30,7 @@ fn static_runtime_way_names_the_culprit_not_the_memcpy() {
     let r = run(&scenarios(), &["oob"], true, &[]);
     assert_eq!(r.code, 1);
     assert_eq!(r.printed("memcpy_rc"), "700");
-    assert_culprit(&r, "oob_write", 3, "exact");
+    assert_culprit(&r, "oob_write", 4, "exact");
     let rep = r.report();
     assert_eq!(rep["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2");
     assert_eq!(rep["reporting_call"]["thread"].to_string(), r.printed("main_tid"));
@@ -43,19 +43,24 @@ fn static_runtime_way_names_the_culprit_not_the_memcpy() {
     assert!(rf.iter().any(|n| n == "main"), "{rf:?}");
     // #4..#6 were queued behind the culprit and never ran.
     let suspects: Vec<u64> = rep["suspects"].as_array().unwrap().iter().map(|o| o["seq"].as_u64().unwrap()).collect();
-    assert_eq!(suspects, vec![4, 5, 6]);
-    let stream = &rep["streams"][0];
-    assert_eq!((stream["issued"].as_u64(), stream["completed"].as_u64()), (Some(6), Some(2)));
+    assert_eq!(suspects, vec![5, 6, 7]);
+    let stream = rep["streams"].as_array().unwrap().iter().find(|s| s["stream"] == "legacy").unwrap();
+    assert_eq!((stream["issued"].as_u64(), stream["completed"].as_u64()), (Some(7), Some(3)));
+    // #1 is the synchronous upload of setup(): recorded, complete, never blamed.
+    assert_eq!(stream["recent"][0]["kind"], "memcpy");
+    assert_eq!(stream["recent"][0]["synchronous"], true);
+    assert_eq!(stream["recent"][0]["bytes"], 64);
+    assert_eq!(stream["recent"][0]["state"], "completed");
     // One report: the second sticky return (cuCtxSynchronize) is only counted.
     assert_eq!(r.printed("sync_rc"), "700");
     assert_eq!(r.stderr.matches("==== cudablame:").count(), 1, "{}", r.stderr);
-    assert!(r.stderr.contains("culprit [Exact]: #3 kernel oob_write"), "{}", r.stderr);
+    assert!(r.stderr.contains("culprit [Exact]: #4 kernel oob_write"), "{}", r.stderr);
 }
 
 #[test]
 fn per_thread_default_stream_variants() {
     let r = run(&scenarios(), &["--ptds", "oob"], true, &[]);
-    assert_culprit(&r, "oob_write", 3, "exact");
+    assert_culprit(&r, "oob_write", 4, "exact");
     assert_eq!(r.report()["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2_ptds");
     assert_eq!(r.culprit()["entry_point"], "cuLaunchKernel_ptsz");
     assert_eq!(r.culprit()["stream"], format!("per-thread({})", r.printed("main_tid")));
@@ -64,14 +69,14 @@ fn per_thread_default_stream_variants() {
 #[test]
 fn dlsym_way_like_triton() {
     let r = run(&scenarios(), &["--dlsym", "oob"], true, &[]);
-    assert_culprit(&r, "oob_write", 3, "exact");
+    assert_culprit(&r, "oob_write", 4, "exact");
     assert_eq!(r.report()["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2");
 }
 
 #[test]
 fn direct_link_with_lcuda() {
     let r = run(&compile("scenarios", true), &["oob"], true, &[]);
-    assert_culprit(&r, "oob_write", 3, "exact");
+    assert_culprit(&r, "oob_write", 4, "exact");
     assert_eq!(r.report()["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2");
 }
 
@@ -79,7 +84,7 @@ fn direct_link_with_lcuda() {
 fn error_surfacing_at_the_next_launch() {
     let r = run(&scenarios(), &["next_launch"], true, &[]);
     assert_eq!(r.printed("launch_rc"), "700");
-    assert_culprit(&r, "instant_oob", 1, "exact");
+    assert_culprit(&r, "instant_oob", 2, "exact");
     assert_eq!(r.report()["reporting_call"]["entry_point"], "cuLaunchKernel");
 }
 
@@ -100,7 +105,7 @@ fn two_busy_streams_give_a_likely_verdict() {
     assert_eq!(r.printed("sync_rc"), "700");
     assert_culprit(&r, "instant_oob", 1, "likely");
     let rep = r.report();
-    assert_eq!(rep["reporting_call"]["entry_point"], "cuCtxSynchronize");
+    assert_eq!(rep["reporting_call"]["entry_point"], "cuCtxSynchronize_v2");
     // The busy stream's running kernel is the first other suspect.
     assert_eq!(rep["suspects"][0]["kernel"], "slow");
     assert_eq!(rep["suspects"][0]["seq"], 1);
@@ -109,7 +114,7 @@ fn two_busy_streams_give_a_likely_verdict() {
 #[test]
 fn culprit_launched_by_another_thread() {
     let r = run(&scenarios(), &["threads"], true, &[]);
-    assert_culprit(&r, "oob_write", 2, "exact");
+    assert_culprit(&r, "oob_write", 3, "exact");
     assert_eq!(r.culprit()["thread"].to_string(), r.printed("launch_tid"));
     assert_eq!(r.report()["reporting_call"]["thread"].to_string(), r.printed("main_tid"));
     assert_ne!(r.printed("launch_tid"), r.printed("main_tid"));
@@ -148,7 +153,9 @@ fn global_capture_stays_valid_and_graph_launch_is_recorded() {
     assert_eq!(r.printed("end_capture_rc"), "0", "the shim invalidated the capture");
     assert_eq!(r.printed("graph_nodes"), "3", "markers leaked into the user's graph");
     assert_culprit(&r, "oob_write", 2, "exact");
-    let recent = r.report()["streams"][0]["recent"].as_array().unwrap().clone();
+    let streams = r.report()["streams"].as_array().unwrap();
+    let mine = streams.iter().find(|s| s["stream"] == r.culprit()["stream"]).expect("culprit's stream");
+    let recent = mine["recent"].as_array().unwrap().clone();
     assert_eq!(recent[0]["kind"], "graph");
     assert_eq!(recent[0]["state"], "completed");
 }
@@ -179,5 +186,5 @@ fn driver_refusing_markers_falls_back_to_suspect() {
 fn report_off_writes_no_file_but_text() {
     let r = run(&scenarios(), &["oob"], true, &[("CUDABLAME_REPORT", "off")]);
     assert!(r.report.is_none());
-    assert!(r.stderr.contains("culprit [Exact]: #3 kernel oob_write"), "{}", r.stderr);
+    assert!(r.stderr.contains("culprit [Exact]: #4 kernel oob_write"), "{}", r.stderr);
 }

@@ -2,6 +2,8 @@
 
 pub mod demo;
 pub mod run;
+pub mod show;
+pub mod summary;
 
 use std::path::PathBuf;
 

@@ -59,6 +59,10 @@ macro_rules! for_each_entry_point {
             [cuMemcpy3DAsync_v2: legacy, cuMemcpy3DAsync_v2_ptsz: per_thread]
                 (copy: CopyDescriptor, stream: CUstream)
                 => memcpy_async(0, stream);
+            [cuMemcpyPeerAsync: legacy, cuMemcpyPeerAsync_ptsz: per_thread]
+                (dst: CUdeviceptr, dst_ctx: CUcontext, src: CUdeviceptr, src_ctx: CUcontext, bytes: usize,
+                 stream: CUstream)
+                => memcpy_async(bytes, stream);
             [cuMemsetD8Async: legacy, cuMemsetD8Async_ptsz: per_thread]
                 (dst: CUdeviceptr, value: u8, count: usize, stream: CUstream)
                 => memset_async(count, stream);
@@ -69,28 +73,41 @@ macro_rules! for_each_entry_point {
                 (dst: CUdeviceptr, value: c_uint, count: usize, stream: CUstream)
                 => memset_async(count * 4, stream);
 
-            // ---- synchronous copies and memsets: the default stream has drained when they succeed ----
+            // ---- synchronous copies and memsets: recorded as completed ops when they succeed, which
+            //      also proves the default stream's earlier ops completed ----
             [cuMemcpy: legacy, cuMemcpy_ptds: per_thread]
                 (dst: CUdeviceptr, src: CUdeviceptr, bytes: usize)
-                => sync_default_stream();
+                => memcpy_sync(bytes);
             [cuMemcpyHtoD_v2: legacy, cuMemcpyHtoD_v2_ptds: per_thread]
                 (dst: CUdeviceptr, src: *const c_void, bytes: usize)
-                => sync_default_stream();
+                => memcpy_sync(bytes);
             [cuMemcpyDtoH_v2: legacy, cuMemcpyDtoH_v2_ptds: per_thread]
                 (dst: *mut c_void, src: CUdeviceptr, bytes: usize)
-                => sync_default_stream();
+                => memcpy_sync(bytes);
             [cuMemcpyDtoD_v2: legacy, cuMemcpyDtoD_v2_ptds: per_thread]
                 (dst: CUdeviceptr, src: CUdeviceptr, bytes: usize)
-                => sync_default_stream();
+                => memcpy_sync(bytes);
+            [cuMemcpyPeer: legacy, cuMemcpyPeer_ptds: per_thread]
+                (dst: CUdeviceptr, dst_ctx: CUcontext, src: CUdeviceptr, src_ctx: CUcontext, bytes: usize)
+                => memcpy_sync(bytes);
+            [cuMemcpy2D_v2: legacy, cuMemcpy2D_v2_ptds: per_thread]
+                (copy: CopyDescriptor)
+                => memcpy_sync(0);
+            [cuMemcpy2DUnaligned_v2: legacy, cuMemcpy2DUnaligned_v2_ptds: per_thread]
+                (copy: CopyDescriptor)
+                => memcpy_sync(0);
+            [cuMemcpy3D_v2: legacy, cuMemcpy3D_v2_ptds: per_thread]
+                (copy: CopyDescriptor)
+                => memcpy_sync(0);
             [cuMemsetD8_v2: legacy, cuMemsetD8_v2_ptds: per_thread]
                 (dst: CUdeviceptr, value: u8, count: usize)
-                => sync_default_stream();
+                => memset_sync(count);
             [cuMemsetD16_v2: legacy, cuMemsetD16_v2_ptds: per_thread]
                 (dst: CUdeviceptr, value: u16, count: usize)
-                => sync_default_stream();
+                => memset_sync(count * 2);
             [cuMemsetD32_v2: legacy, cuMemsetD32_v2_ptds: per_thread]
                 (dst: CUdeviceptr, value: c_uint, count: usize)
-                => sync_default_stream();
+                => memset_sync(count * 4);
 
             // ---- synchronization and queries: success proves completion, errors are observed ----
             [cuCtxSynchronize: legacy]
@@ -117,6 +134,9 @@ macro_rules! for_each_entry_point {
                 => observe_stream(stream);
             [cuEventRecordWithFlags: legacy, cuEventRecordWithFlags_ptsz: per_thread]
                 (event: CUevent, stream: CUstream, flags: c_uint)
+                => observe_stream(stream);
+            [cuLaunchHostFunc: legacy, cuLaunchHostFunc_ptsz: per_thread]
+                (stream: CUstream, func: *mut c_void, user_data: *mut c_void)
                 => observe_stream(stream);
             [cuStreamWaitEvent: legacy, cuStreamWaitEvent_ptsz: per_thread]
                 (stream: CUstream, event: CUevent, flags: c_uint)

@@ -18,15 +18,7 @@ pub use streams::{StreamId, StreamState, StreamView};
 use std::ffi::c_uint;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// What a recorded op is (the `kind` field of an op in the report).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OpKind {
-    Kernel,
-    Memcpy,
-    Memset,
-    Graph,
-}
+pub use crate::report::model::OpKind;
 
 /// What a hooked call does, derived from its arguments before the real call (see the list in
 /// `cuda::entry_points`). Stream handles are raw: `0` means the variant's default stream.
@@ -34,8 +26,9 @@ pub enum OpKind {
 pub enum Call {
     /// Work enqueued on a stream: recorded and followed by a progress marker.
     Enqueue(Launch),
-    /// A synchronous copy or memset on the variant's default stream.
-    SyncDefaultStream,
+    /// A synchronous copy or memset on the variant's default stream (`stream` is 0): it has
+    /// completed, with every earlier op of that stream, when it returns success.
+    Synchronous(Launch),
     /// `cuCtxSynchronize` (current context, `ctx` 0) / `cuCtxSynchronize_v2(ctx)`.
     SyncContext { ctx: usize },
     /// `cuStreamSynchronize` / `cuStreamQuery`.
@@ -114,8 +107,11 @@ impl Call {
         }
     }
 
-    pub fn sync_default_stream() -> Call {
-        Call::SyncDefaultStream
+    pub fn memcpy_sync(bytes: usize) -> Call {
+        Call::Synchronous(Self::transfer(bytes, std::ptr::null_mut()))
+    }
+    pub fn memset_sync(bytes: usize) -> Call {
+        Call::Synchronous(Launch { kind: OpKind::Memset, ..Self::transfer(bytes, std::ptr::null_mut()) })
     }
     pub fn sync_context(ctx: CUcontext) -> Call {
         Call::SyncContext { ctx: ctx as usize }
@@ -143,7 +139,7 @@ impl Call {
     pub fn stream(&self) -> Option<usize> {
         match *self {
             Call::Enqueue(l) => Some(l.stream),
-            Call::SyncDefaultStream => Some(0),
+            Call::Synchronous(_) => Some(0),
             Call::SyncStream { stream }
             | Call::BeginCapture { stream }
             | Call::EndCapture { stream }
@@ -168,6 +164,11 @@ pub struct OpRecord {
     /// OS thread id (`gettid`) of the launching thread.
     pub thread: u32,
     pub time_ns: u64,
+    /// A synchronous copy or memset: complete when recorded, never a culprit candidate.
+    pub synchronous: bool,
+    /// Its progress marker was enqueued right behind it. If op N lacks one, a fault in N+1 leaves
+    /// the marker at N-1, so "first unfinished" only narrows the culprit to N..=N+1.
+    pub marked: bool,
     pub stack: NativeStack,
 }
 
@@ -221,15 +222,18 @@ pub fn enqueue(ep: EntryPoint, launch: Launch, real_call: impl FnOnce() -> CUres
         }
         op.seq = ops.push(op, config::get().ring);
         state.issued.store(op.seq, Ordering::Release);
-        state.write_marker(driver, op.seq);
+        if state.write_marker(driver, op.seq) {
+            ops.mark_newest();
+        }
     });
     (rc, None)
 }
 
 fn prepare(driver: &'static real::Driver, ep: EntryPoint, launch: Launch) -> (std::sync::Arc<StreamState>, OpRecord) {
     let cfg = config::get();
+    let time_ns = now_ns();
     let stack = match cfg.stack {
-        StackMode::Native => NativeStack::capture(cfg.stack_depth),
+        StackMode::Native => NativeStack::capture(cfg.stack_depth, time_ns),
         StackMode::Off => NativeStack::EMPTY,
     };
     let thread = thread_id();
@@ -244,10 +248,22 @@ fn prepare(driver: &'static real::Driver, ep: EntryPoint, launch: Launch) -> (st
         context,
         device: state.device,
         thread,
-        time_ns: now_ns(),
+        time_ns,
+        synchronous: false,
+        marked: false,
         stack,
     };
     (state, op)
+}
+
+/// Records a synchronous copy or memset that succeeded, as a completed op of its stream.
+fn record_synchronous(ep: EntryPoint, launch: Launch) {
+    let Some(driver) = real::driver() else { return };
+    let (state, mut op) = prepare(driver, ep, launch);
+    op.synchronous = true;
+    let mut ops = state.ops.lock();
+    op.seq = ops.push(op, config::get().ring);
+    state.issued.store(op.seq, Ordering::Release);
 }
 
 /// What a synchronizing call must remember before the real call: the streams it waits for and
@@ -262,7 +278,7 @@ pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
         (s, n)
     };
     match *call {
-        Call::SyncDefaultStream | Call::SyncStream { .. } => {
+        Call::Synchronous(_) | Call::SyncStream { .. } => {
             let raw = call.stream().unwrap_or(0);
             let id = StreamId::resolve(raw, ep.per_thread_default(), thread_id());
             let s = streams::find(driver.current_context(), id)?;
@@ -287,6 +303,7 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult) 
         }
     }
     match *call {
+        Call::Synchronous(launch) if rc == CUDA_SUCCESS => record_synchronous(ep, launch),
         Call::BeginCapture { .. } if rc == CUDA_SUCCESS => {
             CAPTURES_ACTIVE.fetch_add(1, Ordering::Relaxed);
         }

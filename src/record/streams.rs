@@ -7,7 +7,7 @@ use crate::real::{self, Driver};
 use parking_lot::{Mutex, RwLock};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
 /// Which stream an op went to. Default streams are told apart by the API variant: a NULL handle
@@ -69,6 +69,13 @@ impl Ring {
         self.ops.push_back(op);
         self.last_seq
     }
+
+    /// Notes that the newest op's progress marker was enqueued behind it.
+    pub fn mark_newest(&mut self) {
+        if let Some(op) = self.ops.back_mut() {
+            op.marked = true;
+        }
+    }
 }
 
 /// A progress-marker slot: 8 bytes of pinned host memory mapped for the device. The stream
@@ -102,30 +109,26 @@ pub struct StreamState {
     /// Highest sequence number proven complete by a successful synchronization on the host.
     pub host_completed: AtomicU64,
     pub marker: Option<Marker>,
-    /// False once an op was recorded without its marker: the slot no longer proves anything.
-    pub marker_trusted: AtomicBool,
 }
 
 impl StreamState {
-    /// Enqueues the marker write for op `seq` (caller holds the ring lock, right after the op).
-    pub fn write_marker(&self, driver: &Driver, seq: u64) {
+    /// Enqueues the marker write for op `seq` (caller holds the ring lock, right after the op);
+    /// returns whether the driver took it.
+    pub fn write_marker(&self, driver: &Driver, seq: u64) -> bool {
         let (Some(m), Some(write)) = (&self.marker, driver.own.stream_write_value64) else {
-            self.marker_trusted.store(false, Ordering::Relaxed);
-            return;
+            return false;
         };
         if !crate::config::markers_enabled() {
-            self.marker_trusted.store(false, Ordering::Relaxed);
-            return;
+            return false;
         }
         // SAFETY: plain-variant call with this stream's handle; flags 0 = CU_STREAM_WRITE_VALUE_DEFAULT
         // (ordered after the stream's prior work, with a memory fence).
         let rc = unsafe { write(self.id.handle() as CUstream, m.device, seq, 0) };
-        if rc != CUDA_SUCCESS {
-            self.marker_trusted.store(false, Ordering::Relaxed);
-            if !crate::cuda::is_sticky(rc) {
-                crate::config::markers_failed(rc);
-            }
+        // A sticky error here means the context died meanwhile: only this op lacks its marker.
+        if rc != CUDA_SUCCESS && !crate::cuda::is_sticky(rc) {
+            crate::config::markers_failed(rc);
         }
+        rc == CUDA_SUCCESS
     }
 }
 
@@ -136,7 +139,7 @@ pub struct StreamView {
     pub context: usize,
     pub device: i32,
     pub issued: u64,
-    /// What the progress marker proves complete, when markers were written for every op.
+    /// The progress marker's value (the last op it proves complete), if the stream has a slot.
     pub marker: Option<u64>,
     pub host_completed: u64,
     /// The ring, oldest first.
@@ -194,7 +197,6 @@ pub fn lookup(driver: &Driver, context: usize, id: StreamId) -> Arc<StreamState>
             issued: AtomicU64::new(0),
             host_completed: AtomicU64::new(0),
             marker: if crate::config::markers_enabled() { marker_slot(driver, context) } else { None },
-            marker_trusted: AtomicBool::new(true),
         });
         TABLE.write().live.entry(key).or_insert(created).clone()
     });
@@ -257,13 +259,12 @@ pub fn snapshot() -> Vec<StreamView> {
             let ops: Vec<OpRecord> = ring.ops.iter().copied().collect();
             let issued = ring.last_seq;
             drop(ring);
-            let trusted = s.marker_trusted.load(Ordering::Relaxed);
             StreamView {
                 id: s.id,
                 context: s.context,
                 device: s.device,
                 issued,
-                marker: s.marker.as_ref().filter(|_| trusted).map(Marker::read),
+                marker: s.marker.as_ref().map(Marker::read),
                 host_completed: s.host_completed.load(Ordering::Acquire),
                 ops,
             }

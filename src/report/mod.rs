@@ -1,9 +1,11 @@
 //! The report: built once, when detection fires, from a snapshot of the streams; rendered as text
-//! on stderr and written as JSON. Everything slow (kernel names, symbolization) happens here.
+//! on stderr, written as JSON and, with `CUDABLAME_TRACE`, as a Chrome trace. Everything slow
+//! (kernel names, symbolization) happens here.
 
 pub mod model;
 pub mod sink;
 pub mod text;
+pub mod trace;
 
 use crate::blame::{self, Confidence};
 use crate::config;
@@ -26,6 +28,9 @@ pub fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpR
     if let Some(pattern) = &cfg.report {
         report.path = sink::write_json(pattern, &report, report.process.rank);
     }
+    if let Some(pattern) = &cfg.trace {
+        report.trace_path = sink::write_trace(pattern, &trace::build(&report), &report, report.process.rank);
+    }
     if cfg.text {
         eprint!("{}", text::render(&report));
     }
@@ -35,7 +40,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
     let driver = real::driver();
     let now = record::now_ns();
     let thread = record::thread_id();
-    let reporting_stack = NativeStack::capture(config::MAX_STACK_DEPTH);
+    let reporting_stack = NativeStack::capture(config::MAX_STACK_DEPTH, now);
     let context = driver.map(|d| d.current_context()).filter(|&c| c != 0);
     let views = record::streams::snapshot();
     let mut names = Names { driver, cache: HashMap::new() };
@@ -78,7 +83,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
         .collect();
 
     Report {
-        schema: SCHEMA,
+        schema: SCHEMA.to_string(),
         process: process_info(),
         error: ErrorInfo { code: rc, name: code_name, description, sticky: is_sticky(rc) },
         reporting_call: ReportingCall {
@@ -92,6 +97,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
         suspects,
         streams,
         path: None,
+        trace_path: None,
     }
 }
 
@@ -110,7 +116,7 @@ fn stream_summary(
         .map(|(j, o)| {
             let state = if culprit == Some((index, start + j)) {
                 "culprit"
-            } else if o.seq <= completed {
+            } else if o.seq <= completed || o.synchronous {
                 "completed"
             } else {
                 "not completed"
@@ -141,7 +147,7 @@ impl Names {
         self.cache.entry(handle).or_insert_with(|| driver.and_then(|d| d.kernel_name(handle))).clone()
     }
 
-    fn op(&mut self, o: &OpRecord, now: u64, state: &'static str, with_stack: bool) -> Op {
+    fn op(&mut self, o: &OpRecord, now: u64, state: &str, with_stack: bool) -> Op {
         let symbol = match o.launch.kind {
             OpKind::Kernel => self.kernel(o.launch.handle),
             _ => None,
@@ -163,7 +169,8 @@ impl Names {
             entry_point: o.entry_point.name().to_string(),
             time_ns: o.time_ns,
             age_ns: now.saturating_sub(o.time_ns),
-            state,
+            state: state.to_string(),
+            synchronous: o.synchronous,
             stack,
             python_stack: Vec::new(),
         }
@@ -173,10 +180,7 @@ impl Names {
 /// The rank of this process in a multi-process job: `RANK` (torchrun), `SLURM_PROCID`,
 /// `OMPI_COMM_WORLD_RANK`, else 0.
 pub fn rank() -> u32 {
-    ["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok().and_then(|v| v.trim().parse().ok()))
-        .unwrap_or(0)
+    first_number(&["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"]).unwrap_or(0)
 }
 
 /// This host's name (`gethostname`).
@@ -196,5 +200,21 @@ fn process_info() -> Process {
             raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect()
         })
         .unwrap_or_default();
-    Process { pid: std::process::id(), host: host_name(), rank: rank(), argv }
+    Process {
+        pid: std::process::id(),
+        host: host_name(),
+        rank: rank(),
+        argv,
+        local_rank: first_number(&["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"]),
+        world_size: first_number(&["WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"]),
+        // torchrun sets TORCHELASTIC_RUN_ID=none without a rendezvous id.
+        job_id: ["SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"]
+            .iter()
+            .find_map(|k| std::env::var(k).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty() && v != "none")),
+    }
+}
+
+/// The first of `vars` that is set to a number.
+fn first_number(vars: &[&str]) -> Option<u32> {
+    vars.iter().find_map(|k| std::env::var(k).ok().and_then(|v| v.trim().parse().ok()))
 }

@@ -1,16 +1,52 @@
 //! The JSON report: a contract for tools. Schema `cudablame.report/1`; fields may be added, the
 //! names here are never changed.
+//!
+//! Standalone on purpose (serde and std only): the `cudablame` command includes this file and
+//! `text.rs` to read and render reports without linking the preload library.
 
-use crate::blame::Confidence;
-use crate::record::OpKind;
-use crate::stack::Frame;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+/// How sure a verdict is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    /// Progress markers prove this op started and never finished, and no other op was unfinished.
+    Exact,
+    /// Markers narrow it to one op per stream; several streams had unfinished work.
+    Likely,
+    /// No markers: one of the ops issued since the last successful synchronization.
+    Suspect,
+}
+
+/// What a recorded op is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpKind {
+    Kernel,
+    Memcpy,
+    Memset,
+    Graph,
+}
+
+/// One symbolized host frame.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Frame {
+    /// Demangled function name (Rust and C++), if the module has symbols.
+    pub function: Option<String>,
+    /// Source file, if the module has line tables (`-g`).
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// Path of the shared object or executable holding the address.
+    pub module: Option<String>,
+    /// The instruction address, `0x`-prefixed hex.
+    pub address: String,
+}
 
 pub const SCHEMA: &str = "cudablame.report/1";
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct Report {
-    pub schema: &'static str,
+    pub schema: String,
     pub process: Process,
     pub error: ErrorInfo,
     pub reporting_call: ReportingCall,
@@ -18,21 +54,33 @@ pub struct Report {
     /// Other ops that had not completed, most likely first.
     pub suspects: Vec<Op>,
     pub streams: Vec<StreamSummary>,
-    /// Path of this JSON file (`None` with `CUDABLAME_REPORT=off`).
+    /// Path of this JSON file (`None` with `CUDABLAME_REPORT=off`); not part of the JSON.
     #[serde(skip)]
     pub path: Option<String>,
+    /// Path of the Chrome trace written with `CUDABLAME_TRACE`; not part of the JSON.
+    #[serde(skip)]
+    pub trace_path: Option<String>,
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct Process {
     pub pid: u32,
     pub host: String,
     /// From `RANK`, `SLURM_PROCID` or `OMPI_COMM_WORLD_RANK`, else 0.
     pub rank: u32,
     pub argv: Vec<String>,
+    /// Rank on this node: `LOCAL_RANK`, `SLURM_LOCALID` or `OMPI_COMM_WORLD_LOCAL_RANK`, else null.
+    #[serde(default)]
+    pub local_rank: Option<u32>,
+    /// Processes in the job: `WORLD_SIZE`, `SLURM_NTASKS` or `OMPI_COMM_WORLD_SIZE`, else null.
+    #[serde(default)]
+    pub world_size: Option<u32>,
+    /// `SLURM_JOB_ID`, else `TORCHELASTIC_RUN_ID`, else null.
+    #[serde(default)]
+    pub job_id: Option<String>,
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct ErrorInfo {
     pub code: u32,
     /// E.g. `CUDA_ERROR_ASSERT` (from `cuGetErrorName`).
@@ -43,7 +91,7 @@ pub struct ErrorInfo {
     pub sticky: bool,
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct ReportingCall {
     /// The exported driver symbol that returned the error, e.g. `cuMemcpyDtoH_v2`.
     pub entry_point: String,
@@ -55,7 +103,7 @@ pub struct ReportingCall {
     pub stack: Vec<Frame>,
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct Culprit {
     pub confidence: Confidence,
     pub reason: String,
@@ -63,7 +111,7 @@ pub struct Culprit {
     pub op: Option<Op>,
 }
 
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Op {
     pub seq: u64,
     pub kind: OpKind,
@@ -88,13 +136,16 @@ pub struct Op {
     /// ns between the launch and the reporting call.
     pub age_ns: u64,
     /// `completed`, `not completed`, or `culprit`.
-    pub state: &'static str,
+    pub state: String,
+    /// A synchronous copy or memset (it had completed when it returned).
+    #[serde(default)]
+    pub synchronous: bool,
     pub stack: Vec<Frame>,
     /// Python frames of the launching thread, innermost first (not captured yet: always empty).
     pub python_stack: Vec<Frame>,
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct StreamSummary {
     pub stream: String,
     pub context: String,

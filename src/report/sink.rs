@@ -1,6 +1,8 @@
-//! Writing the JSON report: path pattern expansion and a crash-safe, no-clobber write.
+//! Writing the JSON report and the trace: path pattern expansion and a crash-safe, no-clobber
+//! write.
 
 use super::model::Report;
+use std::io::Write;
 
 /// Expands `%p` (pid), `%h` (host), `%r` (rank) and `%%` in a report path pattern.
 pub fn expand(pattern: &str, pid: u32, host: &str, rank: u32) -> String {
@@ -26,32 +28,62 @@ pub fn expand(pattern: &str, pid: u32, host: &str, rank: u32) -> String {
     out
 }
 
-/// Writes the report to the expanded pattern and returns the path written. The file is created
-/// exclusively in the target directory (a temporary name), flushed to disk, then linked to its
-/// final name without replacing anything there: a planted symlink or another process's file is
-/// never followed or overwritten (the report then goes to `NAME.1.json`, `NAME.2.json`, ...).
+/// Writes the report to the expanded pattern and returns the path written (see [`write_new`]).
 /// Failures print one line on stderr and return `None`.
 pub fn write_json(pattern: &str, report: &Report, rank: u32) -> Option<String> {
-    let path = expand(pattern, report.process.pid, &report.process.host, rank);
-    match try_write(&path, report) {
+    let p = &report.process;
+    write_file("JSON report", "CUDABLAME_REPORT", pattern, p.pid, &p.host, rank, |f| {
+        serde_json::to_writer_pretty(&mut *f, report)?;
+        f.write_all(b"\n")
+    })
+}
+
+/// Writes a Chrome trace (any serializable value, compact) to the expanded pattern and returns
+/// the path written. Failures print one line on stderr and return `None`.
+pub fn write_trace<T: serde::Serialize>(pattern: &str, trace: &T, report: &Report, rank: u32) -> Option<String> {
+    let p = &report.process;
+    write_file("trace", "CUDABLAME_TRACE", pattern, p.pid, &p.host, rank, |f| {
+        serde_json::to_writer(&mut *f, trace)?;
+        f.write_all(b"\n")
+    })
+}
+
+/// Expands `pattern` and writes a new file there with `fill` (see [`write_new`]); failures print
+/// one line naming `what` and the variable that sets the path, and return `None`.
+pub fn write_file(
+    what: &str,
+    var: &str,
+    pattern: &str,
+    pid: u32,
+    host: &str,
+    rank: u32,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> Option<String> {
+    let path = expand(pattern, pid, host, rank);
+    match write_new(&path, fill) {
         Ok(p) => Some(p),
         Err(e) => {
-            eprintln!("cudablame: cannot write the JSON report to {path}: {e} (set CUDABLAME_REPORT)");
+            eprintln!("cudablame: cannot write the {what} to {path}: {e} (set {var})");
             None
         }
     }
 }
 
-fn try_write(path: &str, report: &Report) -> std::io::Result<String> {
-    use std::io::Write;
+/// Writes a new file at `path` and returns the path written. The file is created exclusively in
+/// the target directory (a temporary name), filled by `fill`, flushed to disk, then linked to its
+/// final name without replacing anything there: a planted symlink or another process's file is
+/// never followed or overwritten (the file then goes to `NAME.1.json`, `NAME.2.json`, ...).
+pub fn write_new(
+    path: &str,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<String> {
     let target = std::path::Path::new(path);
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
     let mut tmp = tempfile::Builder::new().prefix(".cudablame-").suffix(".json.tmp").tempfile_in(&dir)?;
-    serde_json::to_writer_pretty(tmp.as_file_mut(), report)?;
-    tmp.as_file_mut().write_all(b"\n")?;
+    fill(tmp.as_file_mut())?;
     tmp.as_file().sync_all()?;
     let stem = target.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let ext = target.extension().map(|s| format!(".{}", s.to_string_lossy())).unwrap_or_default();
@@ -66,7 +98,7 @@ fn try_write(path: &str, report: &Report) -> std::io::Result<String> {
             Err(e) => return Err(e.error),
         }
     }
-    Err(std::io::Error::other("100 report files with this name exist already"))
+    Err(std::io::Error::other("100 files with this name exist already"))
 }
 
 #[cfg(test)]
@@ -77,5 +109,16 @@ mod tests {
     fn expands_every_placeholder() {
         assert_eq!(expand("r-%h-%p-%r-%%-%x.json", 42, "node7", 3), "r-node7-42-3-%-%x.json");
         assert_eq!(expand("trailing%", 1, "h", 0), "trailing%");
+    }
+
+    #[test]
+    fn never_overwrites_an_existing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json").display().to_string();
+        std::fs::write(&path, "theirs").unwrap();
+        let written = write_new(&path, |f| f.write_all(b"ours")).unwrap();
+        assert_eq!(written, dir.path().join("r.1.json").display().to_string());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "theirs");
+        assert_eq!(std::fs::read_to_string(&written).unwrap(), "ours");
     }
 }

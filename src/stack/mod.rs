@@ -2,7 +2,6 @@
 //! turned into frames only when a report is written ([`symbolize`]).
 
 use crate::config::MAX_STACK_DEPTH;
-use serde::Serialize;
 use std::ffi::{c_void, CStr};
 
 /// cudablame's own frames at the top of a capture (the hook and the unwinder) are dropped when
@@ -21,13 +20,28 @@ impl NativeStack {
     /// No frames (stack capture off).
     pub const EMPTY: NativeStack = NativeStack { len: 0, ips: [0; CAPACITY] };
 
-    /// Captures up to `depth` frames of the calling thread below cudablame's own frames.
-    /// Unwinds with the system unwinder (`_Unwind_Backtrace` via the `backtrace` crate); no
-    /// symbolization, no allocation.
+    /// Captures up to `depth` frames of the calling thread below cudablame's own frames, with
+    /// the configured unwinder (`CUDABLAME_UNWINDER`): framehop with cached rules (default on
+    /// x86-64, see [`unwind`]) or the system unwinder. No symbolization, no allocation once warm.
+    /// `now_ns` is a clock reading the caller already has (paces the module-list checks).
     #[inline(never)]
-    pub fn capture(depth: usize) -> NativeStack {
-        let mut s = NativeStack::EMPTY;
+    pub fn capture(depth: usize, now_ns: u64) -> NativeStack {
         let want = (depth + OWN_FRAMES_ALLOWANCE).min(CAPACITY);
+        #[cfg(target_arch = "x86_64")]
+        if crate::config::get().unwinder == crate::config::Unwinder::Framehop {
+            let mut s = NativeStack::EMPTY;
+            s.len = unwind::capture(&mut s.ips[..want], now_ns) as u8;
+            if s.len > 0 {
+                return s;
+            }
+        }
+        let _ = now_ns;
+        Self::capture_libgcc(want)
+    }
+
+    /// Captures with `_Unwind_Backtrace` (the `backtrace` crate).
+    fn capture_libgcc(want: usize) -> NativeStack {
+        let mut s = NativeStack::EMPTY;
         // SAFETY: trace_unsynchronized only requires that no other backtrace call races with it on
         // this thread, which holds: the hook does not nest.
         unsafe {
@@ -46,19 +60,10 @@ impl NativeStack {
     }
 }
 
-/// One symbolized frame: the shape of `frame` in the JSON report.
-#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
-pub struct Frame {
-    /// Demangled function name (Rust and C++), if the module has symbols.
-    pub function: Option<String>,
-    /// Source file, if the module has line tables (`-g`).
-    pub file: Option<String>,
-    pub line: Option<u32>,
-    /// Path of the shared object or executable holding the address.
-    pub module: Option<String>,
-    /// The instruction address, `0x`-prefixed hex.
-    pub address: String,
-}
+pub use crate::report::model::Frame;
+
+#[cfg(target_arch = "x86_64")]
+pub mod unwind;
 
 /// Base address of the module holding `addr` and its path.
 fn module_of(addr: usize) -> Option<(usize, String)> {
@@ -134,7 +139,7 @@ mod tests {
 
     #[inline(never)]
     fn capture_here() -> NativeStack {
-        let s = NativeStack::capture(16);
+        let s = NativeStack::capture(16, 0);
         std::hint::black_box(&s); // keeps this frame: the capture is not a tail call
         s
     }

@@ -229,6 +229,28 @@ pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
     })
 }
 
+/// `cuCtxSynchronize_v2(CUcontext)` (CUDA 13; what `cudaDeviceSynchronize` calls): waits for every
+/// stream of `ctx`, or of the current context when `ctx` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSynchronize_v2(ctx: CUcontext) -> CUresult {
+    guard(|| {
+        let ctx = if ctx.is_null() {
+            context::current_checked()?
+        } else {
+            CONTEXTS.get(ctx).ok_or(errors::INVALID_CONTEXT)?
+        };
+        capture::check_unsafe_call()?;
+        ctx.synchronize_all();
+        ctx.check()
+    })
+}
+
+/// Marks this library as the simulated driver (`cudablame demo` looks for it); not a CUDA API.
+#[no_mangle]
+pub extern "C" fn fakecuda_is_simulated() -> i32 {
+    1
+}
+
 /// `cuGetErrorName(CUresult, const char**)`: `CUDA_ERROR_INVALID_VALUE` (and NULL) if unknown.
 #[no_mangle]
 pub unsafe extern "C" fn cuGetErrorName(error: CUresult, pstr: *mut *const c_char) -> CUresult {

@@ -64,6 +64,7 @@ dual_export! {
 #[no_mangle]
 pub unsafe extern "C" fn cuThreadExchangeStreamCaptureMode(mode: *mut c_uint) -> CUresult {
     guard(|| {
+        context::require_init()?;
         if mode.is_null() {
             return Err(errors::INVALID_VALUE);
         }

@@ -41,17 +41,21 @@ pub unsafe extern "C" fn cuModuleLoad(pmod: *mut CUmodule, fname: *const c_char)
     })
 }
 
+/// Common body of `cuModuleLoadData` / `cuModuleLoadDataEx` (kept internal so that the `Ex`
+/// variant never goes through an interposed `cuModuleLoadData`).
+unsafe fn load_data(pmod: *mut CUmodule, image: *const c_void) -> Res<()> {
+    context::current_checked()?;
+    if pmod.is_null() {
+        return Err(errors::INVALID_VALUE);
+    }
+    let text = image_text(image)?;
+    write_out(pmod, load_module(&text)?)
+}
+
 /// `cuModuleLoadData(CUmodule*, const void* image)`: image is NUL-terminated text.
 #[no_mangle]
 pub unsafe extern "C" fn cuModuleLoadData(pmod: *mut CUmodule, image: *const c_void) -> CUresult {
-    guard(|| {
-        context::current_checked()?;
-        if pmod.is_null() {
-            return Err(errors::INVALID_VALUE);
-        }
-        let text = image_text(image)?;
-        write_out(pmod, load_module(&text)?)
-    })
+    guard(|| load_data(pmod, image))
 }
 
 /// `cuModuleLoadDataEx(CUmodule*, const void* image, unsigned int numOptions,
@@ -64,7 +68,7 @@ pub unsafe extern "C" fn cuModuleLoadDataEx(
     _options: *mut c_int,
     _option_values: *mut *mut c_void,
 ) -> CUresult {
-    cuModuleLoadData(pmod, image)
+    guard(|| load_data(pmod, image))
 }
 
 /// `cuModuleUnload(CUmodule)`. Function handles stay usable for `cuFuncGetName`.

@@ -201,7 +201,12 @@ pub fn status(stream: &Stream) -> c_uint {
 }
 
 /// Joins `stream` to the capture `event` was last recorded in (`cuStreamWaitEvent` fork).
+/// The legacy stream cannot join: that fails with 906 and invalidates the capture.
 pub fn join(stream: &'static Stream, capture: Arc<Capture>) -> Res<()> {
+    if stream.kind == StreamKind::Legacy {
+        capture.invalidate();
+        return Err(errors::STREAM_CAPTURE_IMPLICIT);
+    }
     match stream.active_capture() {
         Some(own) if Arc::ptr_eq(&own, &capture) => Ok(()),
         // CUDA_ERROR_STREAM_CAPTURE_MERGE

@@ -60,6 +60,7 @@ pub const VERSIONED: &[(&str, &[(i32, &str)])] = &[
     ("cuMemsetD32", &[(4000, "cuMemsetD32_v2")]),
     ("cuDeviceTotalMem", &[(4000, "cuDeviceTotalMem_v2")]),
     ("cuCtxCreate", &[(4000, "cuCtxCreate_v2")]),
+    ("cuCtxSynchronize", &[(13000, "cuCtxSynchronize_v2")]),
     ("cuCtxDestroy", &[(4000, "cuCtxDestroy_v2")]),
     ("cuCtxPushCurrent", &[(4000, "cuCtxPushCurrent_v2")]),
     ("cuCtxPopCurrent", &[(4000, "cuCtxPopCurrent_v2")]),
@@ -177,6 +178,7 @@ export_table! {
     cuDeviceTotalMem_v2, cuDeviceGetAttribute, cuDevicePrimaryCtxRetain,
     cuDevicePrimaryCtxRelease_v2, cuCtxCreate_v2, cuCtxDestroy_v2, cuCtxSetCurrent,
     cuCtxGetCurrent, cuCtxPushCurrent_v2, cuCtxPopCurrent_v2, cuCtxGetDevice, cuCtxSynchronize,
+    cuCtxSynchronize_v2,
     cuGetErrorName, cuGetErrorString, cuGetProcAddress, cuGetProcAddress_v2,
     // api_module
     cuModuleLoad, cuModuleLoadData, cuModuleLoadDataEx, cuModuleUnload, cuModuleGetFunction,

@@ -1,0 +1,257 @@
+//! `cudablame summary DIR_OR_FILES...`: one line per rank of a multi-process job and which rank
+//! failed first. In a collective job one rank's fault brings the others down with it (their own
+//! sticky errors, NCCL timeouts, watchdogs): the first error in wall-clock time is the one to read.
+
+use super::show;
+use crate::report::model::{Confidence, Report, SCHEMA};
+use crate::report::text::{brief, op_brief};
+use std::collections::BTreeSet;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+pub const ABOUT: &str = "Summarize the reports of a multi-process job: which rank failed first";
+
+pub const LONG_ABOUT: &str = "\
+Summarize the reports of a multi-process job: which rank failed first.
+
+Reads every cudablame JSON report given (a directory is scanned for *.json files whose schema is
+cudablame.report/1; other JSON files, such as traces, are skipped) and prints one line per rank:
+host, pid, error, the call that reported it, the culprit kernel and its confidence, and when the
+error surfaced relative to the first failure. Then a verdict: the rank whose error came first is
+the first failure; ranks whose errors came later are secondary (probably caused by the first
+rank's fault); ranks of the job (world size) with no report are listed too. Exits 0 when at least
+one report was read, 1 when none was found.";
+
+pub const EXAMPLES: &str = "\
+Examples:
+  cudablame summary .                          # every report in the working directory
+  cudablame summary reports/                   # a directory of reports of one job
+  cudablame summary cudablame-node1-r*.json    # some files";
+
+/// What a rank with no report probably did.
+pub const NO_REPORT: &str = "no CUDA error reported (check its log: NCCL watchdog / peer failure)";
+
+#[derive(clap::Args)]
+pub struct SummaryArgs {
+    /// Report files, or directories holding them
+    #[arg(required = true, value_name = "DIR_OR_FILE")]
+    paths: Vec<PathBuf>,
+}
+
+/// A report and where it was read from.
+struct Found {
+    path: PathBuf,
+    report: Report,
+}
+
+pub fn summary(args: SummaryArgs) -> ExitCode {
+    let mut found = Vec::new();
+    let mut skipped = 0;
+    for p in &args.paths {
+        if p.is_dir() {
+            skipped += scan(p, &mut found);
+        } else {
+            match show::load(p) {
+                Ok(report) => found.push(Found { path: p.clone(), report }),
+                Err(e) => eprintln!("cudablame summary: {e}"),
+            }
+        }
+    }
+    if found.is_empty() {
+        let others = if skipped > 0 { format!(" ({skipped} other JSON files skipped)") } else { String::new() };
+        eprintln!("cudablame summary: no cudablame report found{others}: no process reported a CUDA error");
+        return ExitCode::from(1);
+    }
+    print!("{}", render(&found));
+    ExitCode::SUCCESS
+}
+
+/// Reads the reports of a directory into `found`; returns how many other JSON files it skipped.
+fn scan(dir: &Path, found: &mut Vec<Found>) -> usize {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("cudablame summary: cannot read {}: {e}", dir.display());
+            return 0;
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
+        .collect();
+    files.sort();
+    let mut skipped = 0;
+    for path in files {
+        let Ok(bytes) = std::fs::read(&path) else {
+            skipped += 1;
+            continue;
+        };
+        let ours = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .is_ok_and(|v| v.get("schema").and_then(|s| s.as_str()) == Some(SCHEMA));
+        if !ours {
+            skipped += 1;
+            continue;
+        }
+        match show::parse(&bytes) {
+            Ok(report) => found.push(Found { path, report }),
+            Err(e) => eprintln!("cudablame summary: {} is not a readable report: {e}", path.display()),
+        }
+    }
+    skipped
+}
+
+/// A duration after the first failure: `+0.000 ms`, `+201.345 ms`, `+3.200 s`.
+fn after(ns: u64) -> String {
+    if ns < 1_000_000_000 {
+        format!("+{:.3} ms", ns as f64 / 1e6)
+    } else {
+        format!("+{:.3} s", ns as f64 / 1e9)
+    }
+}
+
+/// Whether the report names a kernel of its own with some certainty.
+fn own_kernel(r: &Report) -> bool {
+    r.culprit.confidence != Confidence::Suspect && r.culprit.op.as_ref().is_some_and(|o| o.kernel.is_some())
+}
+
+fn culprit(r: &Report) -> String {
+    let what = match &r.culprit.op {
+        Some(o) => match &o.kernel {
+            Some(k) => brief(k),
+            None => op_brief(o),
+        },
+        None => "not identified".into(),
+    };
+    format!("{what} ({})", format!("{:?}", r.culprit.confidence).to_lowercase())
+}
+
+/// Left-aligned columns, two spaces apart.
+fn table(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> =
+        (0..n).map(|i| rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (cell, w) in row.iter().zip(&widths) {
+            let _ = write!(line, "{cell:<w$}  ");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn render(found: &[Found]) -> String {
+    let mut order: Vec<&Found> = found.iter().collect();
+    order.sort_by_key(|f| (f.report.reporting_call.time_ns, f.report.process.rank, f.report.process.pid));
+    let first = order[0];
+    let t0 = first.report.reporting_call.time_ns;
+    let world = found.iter().filter_map(|f| f.report.process.world_size).max();
+    let reported: BTreeSet<u32> = found.iter().map(|f| f.report.process.rank).collect();
+    let missing: Vec<u32> = (0..world.unwrap_or(0)).filter(|r| !reported.contains(r)).collect();
+    let jobs: BTreeSet<&str> = found.iter().filter_map(|f| f.report.process.job_id.as_deref()).collect();
+    let hosts: BTreeSet<&str> = found.iter().map(|f| f.report.process.host.as_str()).collect();
+
+    let verdict = |f: &Found| -> String {
+        if std::ptr::eq(f, first) {
+            return "first failure".into();
+        }
+        let (r, r0) = (&f.report, &first.report);
+        let why = if r.process.rank == r0.process.rank {
+            format!("secondary: later than the first failure (rank {}, pid {})", r0.process.rank, r0.process.pid)
+        } else {
+            format!("secondary: probably caused by rank {}'s fault", r0.process.rank)
+        };
+        let own = if own_kernel(r) { "" } else { ", no culprit kernel of its own" };
+        format!("{why} ({} later{own})", after(r.reporting_call.time_ns.saturating_sub(t0)).trim_start_matches('+'))
+    };
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "cudablame summary: {} report{}{}{}{}",
+        found.len(),
+        if found.len() == 1 { "" } else { "s" },
+        world.map(|w| format!(", world size {w}")).unwrap_or_default(),
+        match jobs.len() {
+            0 => String::new(),
+            1 => format!(", job {}", jobs.iter().next().unwrap_or(&"")),
+            _ => format!(", jobs {} (mixed!)", jobs.iter().copied().collect::<Vec<_>>().join(" ")),
+        },
+        if hosts.len() > 1 { format!(", {} hosts (times assume synchronized clocks)", hosts.len()) } else { String::new() }
+    );
+
+    // One line per rank, in rank order; ranks with no report among them.
+    let mut by_rank: Vec<&Found> = found.iter().collect();
+    by_rank.sort_by_key(|f| (f.report.process.rank, f.report.reporting_call.time_ns));
+    let mut rows = vec![["RANK", "HOST", "PID", "ERROR", "REPORTED BY", "CULPRIT", "TIME", "STATUS"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()];
+    let mut missing_left = missing.iter().peekable();
+    let missing_row = |rank: u32| {
+        let mut row = vec![rank.to_string()];
+        row.extend(std::iter::repeat_n("-".to_string(), 6));
+        row.push(NO_REPORT.to_string());
+        row
+    };
+    for f in &by_rank {
+        let r = &f.report;
+        while let Some(&&m) = missing_left.peek() {
+            if m > r.process.rank {
+                break;
+            }
+            rows.push(missing_row(m));
+            missing_left.next();
+        }
+        let status = if std::ptr::eq(*f, first) { "FIRST FAILURE" } else { "secondary" };
+        rows.push(vec![
+            r.process.rank.to_string(),
+            r.process.host.clone(),
+            r.process.pid.to_string(),
+            r.error.name.clone(),
+            r.reporting_call.entry_point.clone(),
+            fit(&culprit(r), 40),
+            after(r.reporting_call.time_ns.saturating_sub(t0)),
+            status.into(),
+        ]);
+    }
+    for &m in missing_left {
+        rows.push(missing_row(m));
+    }
+    out.push_str(&table(&rows));
+    let r0 = &first.report;
+    let _ = writeln!(out, "\nverdict:");
+    let _ = writeln!(
+        out,
+        "  rank {}: first failure: {} reported by {} on {} (pid {}); culprit {}",
+        r0.process.rank,
+        r0.error.name,
+        r0.reporting_call.entry_point,
+        r0.process.host,
+        r0.process.pid,
+        match &r0.culprit.op {
+            Some(o) => format!("{} ({})", op_brief(o), format!("{:?}", r0.culprit.confidence).to_lowercase()),
+            None => "not identified".into(),
+        }
+    );
+    let _ = writeln!(out, "    details: cudablame show {}", first.path.display());
+    for f in &order[1..] {
+        let _ = writeln!(out, "  rank {}: {}", f.report.process.rank, verdict(f));
+    }
+    for m in &missing {
+        let _ = writeln!(out, "  rank {m}: {NO_REPORT}");
+    }
+    out
+}
+
+/// Cuts `s` to `width` characters, ending in `...` when cut.
+fn fit(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let kept: String = s.chars().take(width.saturating_sub(3)).collect();
+    format!("{kept}...")
+}

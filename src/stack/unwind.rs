@@ -1,0 +1,211 @@
+//! Fast native unwinding of the calling thread for the launch hot path.
+//!
+//! `_Unwind_Backtrace` (libgcc) finds and interprets the DWARF call-frame information of every
+//! frame again on every call: about 120 ns a frame, 3.8 µs a launch at depth 32 on the H200
+//! machine. Here the `framehop` crate unwinds with the same `.eh_frame` data, read in place from
+//! the loaded modules, and caches the unwind rule of each address per thread, so that the repeated
+//! launch sites of a training loop unwind from the cache.
+//!
+//! Modules are found with `dl_iterate_phdr`: the executable segment, `PT_GNU_EH_FRAME`
+//! (`.eh_frame_hdr`) and, through the header's `eh_frame_ptr`, `.eh_frame` (bounded by the end of
+//! its segment). The list is rebuilt when glibc's load/unload counters (`dlpi_adds`,
+//! `dlpi_subs`) change, checked at most every [`RESCAN_NS`]. Stack reads are bounded by the
+//! calling thread's stack (`pthread_getattr_np`), so a wrong rule can stop the walk early but never
+//! read outside the stack.
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, MustNotAllocateDuringUnwind, Unwinder};
+use parking_lot::RwLock;
+use std::cell::RefCell;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Module-list freshness check period.
+const RESCAN_NS: u64 = 100_000_000;
+
+/// A section of a loaded module, read in place (modules are never copied).
+#[derive(Clone, Default)]
+pub struct Mapped {
+    ptr: usize,
+    len: usize,
+}
+
+impl Deref for Mapped {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: points into a mapped, read-only segment of a module that is loaded (the list is
+        // rebuilt when a module is unloaded).
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+type Native = UnwinderX86_64<Mapped, MustNotAllocateDuringUnwind>;
+
+struct Modules {
+    unwinder: Native,
+    /// `(dlpi_adds, dlpi_subs)` when the list was built.
+    counters: (u64, u64),
+}
+
+static MODULES: RwLock<Option<Modules>> = RwLock::new(None);
+static LAST_CHECK_NS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static CACHE: RefCell<Option<Box<CacheX86_64<MustNotAllocateDuringUnwind>>>> = const { RefCell::new(None) };
+    /// `(low, high)` bounds of this thread's stack, 0 until read.
+    static STACK: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+fn stack_bounds() -> (u64, u64) {
+    STACK.with(|s| {
+        if s.get().0 == 0 {
+            // SAFETY: pthread_getattr_np fills attr for the calling thread; destroyed after use.
+            unsafe {
+                let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+                if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
+                    let mut addr: *mut libc::c_void = std::ptr::null_mut();
+                    let mut size: usize = 0;
+                    if libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0 {
+                        s.set((addr as u64, addr as u64 + size as u64));
+                    }
+                    libc::pthread_attr_destroy(&mut attr);
+                }
+            }
+        }
+        s.get()
+    })
+}
+
+/// glibc's `(dlpi_adds, dlpi_subs)`: loads and unloads so far.
+fn load_counters() -> (u64, u64) {
+    unsafe extern "C" fn first(info: *mut libc::dl_phdr_info, _: usize, out: *mut libc::c_void) -> i32 {
+        // SAFETY: called by dl_iterate_phdr with a valid info and our out pointer.
+        unsafe { *(out as *mut (u64, u64)) = ((*info).dlpi_adds, (*info).dlpi_subs) };
+        1
+    }
+    let mut c = (0u64, 0u64);
+    // SAFETY: the callback only writes to `c`.
+    unsafe { libc::dl_iterate_phdr(Some(first), &mut c as *mut _ as *mut libc::c_void) };
+    c
+}
+
+fn read_encoded_ptr(at: usize, encoding: u8) -> Option<usize> {
+    // DW_EH_PE_pcrel | DW_EH_PE_sdata4 (0x1b) is what every linker writes for eh_frame_ptr;
+    // DW_EH_PE_udata4/sdata8 absolute forms are accepted too.
+    // SAFETY: `at` points into a mapped .eh_frame_hdr.
+    unsafe {
+        match encoding {
+            0x1b => Some((at as isize + std::ptr::read_unaligned(at as *const i32) as isize) as usize),
+            0x03 => Some(std::ptr::read_unaligned(at as *const u32) as usize),
+            0x04 | 0x0c => Some(std::ptr::read_unaligned(at as *const u64) as usize),
+            _ => None,
+        }
+    }
+}
+
+/// Builds the module list of the process.
+fn scan() -> Modules {
+    struct Acc {
+        unwinder: Native,
+    }
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, acc: *mut libc::c_void) -> i32 {
+        // SAFETY: valid pointers from dl_iterate_phdr for the duration of the callback.
+        let (info, acc) = unsafe { (&*info, &mut *(acc as *mut Acc)) };
+        let bias = info.dlpi_addr as usize;
+        // SAFETY: dlpi_phdr has dlpi_phnum entries.
+        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        let text = phdrs.iter().find(|p| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0);
+        let hdr = phdrs.iter().find(|p| p.p_type == libc::PT_GNU_EH_FRAME);
+        let (Some(text), Some(hdr)) = (text, hdr) else { return 0 };
+        let hdr_avma = bias + hdr.p_vaddr as usize;
+        // SAFETY: the header is mapped; version 1, then encodings, then eh_frame_ptr.
+        let (version, ptr_enc) = unsafe { (*(hdr_avma as *const u8), *((hdr_avma + 1) as *const u8)) };
+        if version != 1 {
+            return 0;
+        }
+        let Some(eh_frame) = read_encoded_ptr(hdr_avma + 4, ptr_enc) else { return 0 };
+        // .eh_frame runs to at most the end of the segment that holds it.
+        let seg = phdrs.iter().find(|p| {
+            let start = bias + p.p_vaddr as usize;
+            p.p_type == libc::PT_LOAD && (start..start + p.p_memsz as usize).contains(&eh_frame)
+        });
+        let Some(seg) = seg else { return 0 };
+        let seg_end = bias + (seg.p_vaddr + seg.p_memsz) as usize;
+        let text_start = bias + text.p_vaddr as usize;
+        let text_end = text_start + text.p_memsz as usize;
+        let svma = |a: usize| (a - bias) as u64;
+        let info = ExplicitModuleSectionInfo {
+            base_svma: 0,
+            text_svma: Some(svma(text_start)..svma(text_end)),
+            eh_frame_svma: Some(svma(eh_frame)..svma(seg_end)),
+            eh_frame: Some(Mapped { ptr: eh_frame, len: seg_end - eh_frame }),
+            eh_frame_hdr_svma: Some(svma(hdr_avma)..svma(hdr_avma + hdr.p_memsz as usize)),
+            eh_frame_hdr: Some(Mapped { ptr: hdr_avma, len: hdr.p_memsz as usize }),
+            ..Default::default()
+        };
+        let module = framehop::Module::new(String::new(), text_start as u64..text_end as u64, bias as u64, info);
+        acc.unwinder.add_module(module);
+        0
+    }
+    let mut acc = Acc { unwinder: Native::new() };
+    let counters = load_counters();
+    // SAFETY: the callback only touches `acc`.
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut acc as *mut Acc as *mut libc::c_void) };
+    Modules { unwinder: acc.unwinder, counters }
+}
+
+/// Rebuilds the module list if it is missing or, at most every [`RESCAN_NS`], if modules were
+/// loaded or unloaded since.
+fn refresh(now_ns: u64) {
+    let last = LAST_CHECK_NS.load(Ordering::Relaxed);
+    let have = MODULES.read().is_some();
+    if have && now_ns.saturating_sub(last) < RESCAN_NS {
+        return;
+    }
+    LAST_CHECK_NS.store(now_ns, Ordering::Relaxed);
+    let counters = load_counters();
+    if MODULES.read().as_ref().is_some_and(|m| m.counters == counters) {
+        return;
+    }
+    let fresh = scan();
+    *MODULES.write() = Some(fresh);
+}
+
+/// Return addresses of the calling thread, innermost first, into `out`; returns how many.
+/// `now_ns` (any monotonic-enough clock the caller already read) paces module-list checks.
+#[inline(never)]
+pub fn capture(out: &mut [usize], now_ns: u64) -> usize {
+    refresh(now_ns);
+    let (rip, rsp, rbp): (u64, u64, u64);
+    // SAFETY: reads three registers; no memory access, no stack change.
+    unsafe {
+        std::arch::asm!("lea {0}, [rip]", "mov {1}, rsp", "mov {2}, rbp", out(reg) rip, out(reg) rsp, out(reg) rbp,
+            options(nomem, nostack, preserves_flags));
+    }
+    let (lo, hi) = stack_bounds();
+    let mut read_stack = |addr: u64| -> Result<u64, ()> {
+        if addr < lo || addr.saturating_add(8) > hi || addr % 8 != 0 {
+            return Err(());
+        }
+        // SAFETY: within this thread's own stack, 8-byte aligned.
+        Ok(unsafe { std::ptr::read_volatile(addr as *const u64) })
+    };
+    let guard = MODULES.read();
+    let Some(modules) = guard.as_ref() else { return 0 };
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        let cache = c.get_or_insert_with(|| Box::new(CacheX86_64::new_in()));
+        let mut frames = modules.unwinder.iter_frames(rip, UnwindRegsX86_64::new(rip, rsp, rbp), cache, &mut read_stack);
+        let mut n = 0;
+        while n < out.len() {
+            match frames.next() {
+                Ok(Some(f)) => {
+                    out[n] = f.address() as usize;
+                    n += 1;
+                }
+                _ => break,
+            }
+        }
+        n
+    })
+}
