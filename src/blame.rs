@@ -176,6 +176,7 @@ mod tests {
             synchronous: false,
             marked: true,
             stack: NativeStack::EMPTY,
+            python: crate::stack::python::PythonStack::EMPTY,
         }
     }
 

@@ -35,7 +35,7 @@ pub struct Config {
     pub markers: bool,
     /// `CUDABLAME_STACK`: `native` (default) or `off`.
     pub stack: StackMode,
-    /// `CUDABLAME_STACK_DEPTH`: frames kept per launch, 1..=32 (default 24), cudablame's own
+    /// `CUDABLAME_STACK_DEPTH`: frames kept per launch, 1..=32 (default 16), cudablame's own
     /// frames not counted.
     pub stack_depth: usize,
     /// `CUDABLAME_UNWINDER`: `framehop` (default) or `libgcc`.
@@ -46,6 +46,11 @@ pub struct Config {
     pub text: bool,
     /// `CUDABLAME_DEBUG`: log interception decisions to stderr (default off).
     pub debug: bool,
+    /// `CUDABLAME_PYTHON`: Python frames of the launching thread when the process is CPython
+    /// 3.10 to 3.13 (default on).
+    pub python: bool,
+    /// `CUDABLAME_PYTHON_DEPTH`: Python frames kept per launch, 1..=64 (default 32).
+    pub python_depth: usize,
 }
 
 impl Default for Config {
@@ -55,17 +60,22 @@ impl Default for Config {
             trace: None,
             markers: true,
             stack: StackMode::Native,
-            stack_depth: 24,
+            stack_depth: 16,
             unwinder: Unwinder::Framehop,
             ring: 256,
             text: true,
             debug: false,
+            python: true,
+            python_depth: 32,
         }
     }
 }
 
 /// The most frames a record can hold (`CUDABLAME_STACK_DEPTH` upper bound).
 pub const MAX_STACK_DEPTH: usize = 32;
+
+/// The most Python frames a record can hold (`CUDABLAME_PYTHON_DEPTH` upper bound).
+pub const MAX_PYTHON_DEPTH: usize = 64;
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 static MARKERS_FAILED: AtomicBool = AtomicBool::new(false);
@@ -111,11 +121,20 @@ fn on_off(name: &str, raw: &str, default: bool, warnings: &mut Vec<String>) -> b
     }
 }
 
-fn number(name: &str, raw: &str, lo: usize, hi: usize, default: usize, w: &mut Vec<String>) -> usize {
+fn number(
+    name: &str,
+    raw: &str,
+    lo: usize,
+    hi: usize,
+    default: usize,
+    w: &mut Vec<String>,
+) -> usize {
     match raw.trim().parse::<usize>() {
         Ok(n) if (lo..=hi).contains(&n) => n,
         _ => {
-            w.push(format!("{name}={raw:?} is not a number in {lo}..={hi}; using {default}"));
+            w.push(format!(
+                "{name}={raw:?} is not a number in {lo}..={hi}; using {default}"
+            ));
             default
         }
     }
@@ -153,20 +172,24 @@ impl Config {
                 "native" | "on" => StackMode::Native,
                 "off" | "none" => StackMode::Off,
                 _ => {
-                    w.push(format!("CUDABLAME_STACK={v:?} is not native/off; using native"));
+                    w.push(format!(
+                        "CUDABLAME_STACK={v:?} is not native/off; using native"
+                    ));
                     StackMode::Native
                 }
             };
         }
         if let Some(v) = get("CUDABLAME_STACK_DEPTH") {
-            c.stack_depth = number("CUDABLAME_STACK_DEPTH", &v, 1, MAX_STACK_DEPTH, 24, &mut w);
+            c.stack_depth = number("CUDABLAME_STACK_DEPTH", &v, 1, MAX_STACK_DEPTH, 16, &mut w);
         }
         if let Some(v) = get("CUDABLAME_UNWINDER") {
             c.unwinder = match v.trim().to_ascii_lowercase().as_str() {
                 "framehop" => Unwinder::Framehop,
                 "libgcc" => Unwinder::Libgcc,
                 _ => {
-                    w.push(format!("CUDABLAME_UNWINDER={v:?} is not framehop/libgcc; using framehop"));
+                    w.push(format!(
+                        "CUDABLAME_UNWINDER={v:?} is not framehop/libgcc; using framehop"
+                    ));
                     Unwinder::Framehop
                 }
             };
@@ -180,6 +203,19 @@ impl Config {
         if let Some(v) = get("CUDABLAME_DEBUG") {
             c.debug = on_off("CUDABLAME_DEBUG", &v, false, &mut w);
         }
+        if let Some(v) = get("CUDABLAME_PYTHON") {
+            c.python = on_off("CUDABLAME_PYTHON", &v, true, &mut w);
+        }
+        if let Some(v) = get("CUDABLAME_PYTHON_DEPTH") {
+            c.python_depth = number(
+                "CUDABLAME_PYTHON_DEPTH",
+                &v,
+                1,
+                MAX_PYTHON_DEPTH,
+                32,
+                &mut w,
+            );
+        }
         (c, w)
     }
 }
@@ -190,7 +226,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn parse(pairs: &[(&str, &str)]) -> (Config, Vec<String>) {
-        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Config::parse(|k| m.get(k).map(Into::into))
     }
 
@@ -202,7 +241,7 @@ mod tests {
         assert_eq!(c.trace, None);
         assert!(c.markers);
         assert_eq!(c.stack, StackMode::Native);
-        assert_eq!((c.stack_depth, c.ring), (24, 256));
+        assert_eq!((c.stack_depth, c.ring), (16, 256));
     }
 
     #[test]
@@ -237,7 +276,7 @@ mod tests {
         assert_eq!(c.trace, None);
         assert!(w[0].contains("CUDABLAME_REPORT"));
         assert!(c.markers);
-        assert_eq!((c.stack_depth, c.ring), (24, 256));
+        assert_eq!((c.stack_depth, c.ring), (16, 256));
         assert_eq!(c.report.as_deref(), Some("cudablame-%h-%p.json"));
     }
 
@@ -246,5 +285,31 @@ mod tests {
         let (c, w) = parse(&[("CUDABLAME_TRACE", "OFF")]);
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(c.trace, None);
+    }
+
+    #[test]
+    fn python_variables() {
+        let (c, w) = parse(&[]);
+        assert!(w.is_empty());
+        assert!(c.python);
+        assert_eq!(c.python_depth, 32);
+        let (c, w) = parse(&[
+            ("CUDABLAME_PYTHON", "off"),
+            ("CUDABLAME_PYTHON_DEPTH", "64"),
+        ]);
+        assert!(w.is_empty(), "{w:?}");
+        assert!(!c.python);
+        assert_eq!(c.python_depth, 64);
+        let (c, w) = parse(&[
+            ("CUDABLAME_PYTHON", "sometimes"),
+            ("CUDABLAME_PYTHON_DEPTH", "65"),
+        ]);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains("CUDABLAME_PYTHON=") && w[1].contains("CUDABLAME_PYTHON_DEPTH"),
+            "{w:?}"
+        );
+        assert!(c.python);
+        assert_eq!(c.python_depth, 32);
     }
 }

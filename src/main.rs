@@ -52,7 +52,9 @@ enum Command {
     )]
     Summary(cli::summary::SummaryArgs),
     /// Run a built-in faulty program and show cudablame's report (GPU if present, else simulated).
-    #[command(after_help = "Examples:\n  cudablame demo\n  cudablame demo --simulated --report /tmp/demo-%p.json")]
+    #[command(
+        after_help = "Examples:\n  cudablame demo\n  cudablame demo --simulated --report /tmp/demo-%p.json"
+    )]
     Demo(cli::demo::DemoArgs),
     /// (internal) the demo's faulty program, run under the shim by `demo`.
     #[command(hide = true)]

@@ -1,4 +1,4 @@
-# EXPECT kernel=nll_loss error=CUDA_ERROR_ASSERT confidence=exact
+# EXPECT kernel=nll_loss error=CUDA_ERROR_ASSERT confidence=exact pysite=compute_loss
 #
 # cross_entropy_oob.py: the seed PyTorch case.
 #
@@ -19,7 +19,9 @@
 # launched (per the Python stack) from compute_loss().
 #
 # No site= in the EXPECT line: the native frames around the launch are
-# libtorch functions, not ours. The Python-level site is compute_loss.
+# libtorch functions, not ours. The Python-level site is compute_loss
+# (pysite=: culprit.op.python_stack, innermost first: torch's
+# functional.cross_entropy, then compute_loss at the F.cross_entropy line).
 #
 # Expected: uncaught exception, exit status 1.
 import torch

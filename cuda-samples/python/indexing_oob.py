@@ -1,4 +1,4 @@
-# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact
+# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact pysite=gather_rows
 #
 # indexing_oob.py: advanced indexing x[idx] on CUDA with an index equal to
 # len(x).
@@ -10,6 +10,9 @@
 # the multiply in (y * 2), at .item() at the latest.
 # x is 1-D float32 so PyTorch takes the generic element-wise index kernel
 # (whose demangled name contains "index"), not a vectorized row-gather one.
+#
+# The launch happens inside gather_rows (pysite=): x[idx] is a C call from
+# that frame, so gather_rows is the innermost Python frame of the culprit.
 #
 # Expected: uncaught torch.AcceleratorError "device-side assert triggered",
 # exit status 1.

@@ -102,12 +102,23 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         return ExitCode::from(2);
     };
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("cudablame"));
-    let report = args.report.unwrap_or_else(|| std::env::temp_dir().join("cudablame-demo-%p.json").display().to_string());
+    let report = args.report.unwrap_or_else(|| {
+        std::env::temp_dir()
+            .join("cudablame-demo-%p.json")
+            .display()
+            .to_string()
+    });
     let mut child = std::process::Command::new(&exe);
-    child.arg("demo-child").env("LD_PRELOAD", &lib).env("CUDABLAME_REPORT", &report);
+    child
+        .arg("demo-child")
+        .env("LD_PRELOAD", &lib)
+        .env("CUDABLAME_REPORT", &report);
     let _simdir; // kept alive until the child has run
     if !args.simulated && gpu_present() {
-        eprintln!("cudablame demo: running a faulty kernel on the GPU under {}", lib.display());
+        eprintln!(
+            "cudablame demo: running a faulty kernel on the GPU under {}",
+            lib.display()
+        );
     } else {
         let Some(fake) = super::beside_exe("libfakecuda.so") else {
             eprintln!("cudablame demo: no GPU here, and the simulated driver (libfakecuda.so) is not built: run `cargo build --release --workspace`");
@@ -125,7 +136,10 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             return ExitCode::from(2);
         }
         child.env("LD_LIBRARY_PATH", dir.path());
-        eprintln!("cudablame demo: no GPU found; running on the simulated driver ({})", fake.display());
+        eprintln!(
+            "cudablame demo: no GPU found; running on the simulated driver ({})",
+            fake.display()
+        );
         _simdir = dir;
     }
     let (pid, status) = match child.spawn().and_then(|mut c| Ok((c.id(), c.wait()?))) {
@@ -136,15 +150,24 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         }
     };
     eprintln!("cudablame demo: the demo program exited with {status}: it got the CUDA error, as it would without cudablame");
-    let path = report.replace("%p", &pid.to_string()).replace("%h", &host());
-    match std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok()) {
+    let path = report
+        .replace("%p", &pid.to_string())
+        .replace("%h", &host());
+    match std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    {
         Some(r) => {
             let kernel = r["culprit"]["op"]["kernel"].as_str().unwrap_or("?");
             let confidence = r["culprit"]["confidence"].as_str().unwrap_or("?");
             let reporter = r["reporting_call"]["entry_point"].as_str().unwrap_or("?");
             let site = r["culprit"]["op"]["stack"]
                 .as_array()
-                .and_then(|s| s.iter().filter_map(|f| f["function"].as_str()).find(|f| f.contains("enqueue_")))
+                .and_then(|s| {
+                    s.iter()
+                        .filter_map(|f| f["function"].as_str())
+                        .find(|f| f.contains("enqueue_"))
+                })
                 .unwrap_or("?");
             eprintln!(
                 "cudablame demo: CUDA reported the error at {reporter}; cudablame names {kernel} ({confidence}), launched from {site}.\nJSON report: {path}"
@@ -173,7 +196,8 @@ fn host() -> String {
 }
 
 type CUresult = c_uint;
-type Gpa = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_uint) -> CUresult;
+type Gpa =
+    unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_uint) -> CUresult;
 
 /// Looks `name` up through `cuGetProcAddress_v2`, as the CUDA runtime does.
 unsafe fn entry<T: Copy>(gpa: Gpa, name: &CStr) -> T {
@@ -189,7 +213,17 @@ unsafe fn entry<T: Copy>(gpa: Gpa, name: &CStr) -> T {
 }
 
 type Launch = unsafe extern "C" fn(
-    *mut c_void, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, *mut c_void, *mut *mut c_void, *mut *mut c_void,
+    *mut c_void,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    *mut c_void,
+    *mut *mut c_void,
+    *mut *mut c_void,
 ) -> CUresult;
 
 struct Demo {
@@ -203,9 +237,26 @@ impl Demo {
     fn run(&self, f: *mut c_void) -> CUresult {
         let mut x = self.buffer;
         let mut n = N;
-        let mut params = [&mut x as *mut u64 as *mut c_void, &mut n as *mut u32 as *mut c_void];
+        let mut params = [
+            &mut x as *mut u64 as *mut c_void,
+            &mut n as *mut u32 as *mut c_void,
+        ];
         // SAFETY: a valid kernel handle and parameter array matching the PTX signatures.
-        unsafe { (self.launch)(f, N / 256, 1, 1, 256, 1, 1, 0, std::ptr::null_mut(), params.as_mut_ptr(), std::ptr::null_mut()) }
+        unsafe {
+            (self.launch)(
+                f,
+                N / 256,
+                1,
+                1,
+                256,
+                1,
+                1,
+                0,
+                std::ptr::null_mut(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
     }
 }
 
@@ -251,20 +302,34 @@ pub fn child() -> ExitCode {
         }
         let gpa: Gpa = std::mem::transmute(gpa_ptr);
         let init: unsafe extern "C" fn(c_uint) -> CUresult = entry(gpa, c"cuInit");
-        let device_get: unsafe extern "C" fn(*mut c_int, c_int) -> CUresult = entry(gpa, c"cuDeviceGet");
-        let retain: unsafe extern "C" fn(*mut *mut c_void, c_int) -> CUresult = entry(gpa, c"cuDevicePrimaryCtxRetain");
-        let set_current: unsafe extern "C" fn(*mut c_void) -> CUresult = entry(gpa, c"cuCtxSetCurrent");
-        let load: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> CUresult = entry(gpa, c"cuModuleLoadData");
-        let get_function: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> CUresult =
-            entry(gpa, c"cuModuleGetFunction");
+        let device_get: unsafe extern "C" fn(*mut c_int, c_int) -> CUresult =
+            entry(gpa, c"cuDeviceGet");
+        let retain: unsafe extern "C" fn(*mut *mut c_void, c_int) -> CUresult =
+            entry(gpa, c"cuDevicePrimaryCtxRetain");
+        let set_current: unsafe extern "C" fn(*mut c_void) -> CUresult =
+            entry(gpa, c"cuCtxSetCurrent");
+        let load: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> CUresult =
+            entry(gpa, c"cuModuleLoadData");
+        let get_function: unsafe extern "C" fn(
+            *mut *mut c_void,
+            *mut c_void,
+            *const c_char,
+        ) -> CUresult = entry(gpa, c"cuModuleGetFunction");
         let alloc: unsafe extern "C" fn(*mut u64, usize) -> CUresult = entry(gpa, c"cuMemAlloc");
-        let htod: unsafe extern "C" fn(u64, *const c_void, usize) -> CUresult = entry(gpa, c"cuMemcpyHtoD");
-        let dtoh: unsafe extern "C" fn(*mut c_void, u64, usize) -> CUresult = entry(gpa, c"cuMemcpyDtoH");
+        let htod: unsafe extern "C" fn(u64, *const c_void, usize) -> CUresult =
+            entry(gpa, c"cuMemcpyHtoD");
+        let dtoh: unsafe extern "C" fn(*mut c_void, u64, usize) -> CUresult =
+            entry(gpa, c"cuMemcpyDtoH");
         let launch: Launch = entry(gpa, c"cuLaunchKernel");
 
         let (mut dev, mut ctx, mut module) = (0, std::ptr::null_mut(), std::ptr::null_mut());
         let ptx = std::ffi::CString::new(PTX).unwrap_or_default();
-        let mut demo = Demo { launch, scale: std::ptr::null_mut(), histogram: std::ptr::null_mut(), buffer: 0 };
+        let mut demo = Demo {
+            launch,
+            scale: std::ptr::null_mut(),
+            histogram: std::ptr::null_mut(),
+            buffer: 0,
+        };
         let setup = [
             init(0),
             device_get(&mut dev, 0),
@@ -285,7 +350,11 @@ pub fn child() -> ExitCode {
         enqueue_histogram(&demo);
         enqueue_normalize(&demo);
         let mut back = vec![0f32; N as usize];
-        let rc = dtoh(back.as_mut_ptr() as *mut c_void, demo.buffer, back.len() * 4);
+        let rc = dtoh(
+            back.as_mut_ptr() as *mut c_void,
+            demo.buffer,
+            back.len() * 4,
+        );
         eprintln!("demo: cuMemcpyDtoH returned {rc}");
         if rc == 0 {
             ExitCode::SUCCESS

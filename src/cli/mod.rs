@@ -33,7 +33,13 @@ mod tests {
         let lib = Path::new("/x/libcudablame.so");
         assert_eq!(preload_value(lib, None), "/x/libcudablame.so");
         assert_eq!(preload_value(lib, Some("")), "/x/libcudablame.so");
-        assert_eq!(preload_value(lib, Some("/y/libother.so")), "/x/libcudablame.so:/y/libother.so");
-        assert_eq!(preload_value(lib, Some("/y/a.so:/x/libcudablame.so")), "/y/a.so:/x/libcudablame.so");
+        assert_eq!(
+            preload_value(lib, Some("/y/libother.so")),
+            "/x/libcudablame.so:/y/libother.so"
+        );
+        assert_eq!(
+            preload_value(lib, Some("/y/a.so:/x/libcudablame.so")),
+            "/y/a.so:/x/libcudablame.so"
+        );
     }
 }

@@ -5,7 +5,8 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-pub const ABOUT: &str = "Run a program with libcudablame.so preloaded; exits with the program's own status";
+pub const ABOUT: &str =
+    "Run a program with libcudablame.so preloaded; exits with the program's own status";
 
 pub const LONG_ABOUT: &str = "\
 Run a program with libcudablame.so preloaded.
@@ -52,7 +53,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     lib: Option<PathBuf>,
     /// The program and its arguments (after `--`)
-    #[arg(required = true, value_name = "CMD", trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(
+        required = true,
+        value_name = "CMD",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
     command: Vec<OsString>,
 }
 
@@ -75,7 +81,10 @@ pub fn run(args: RunArgs) -> ExitCode {
     let mut cmd = std::process::Command::new(program);
     cmd.args(&args.command[1..]);
     let existing = std::env::var("LD_PRELOAD").ok();
-    cmd.env("LD_PRELOAD", super::preload_value(&lib, existing.as_deref()));
+    cmd.env(
+        "LD_PRELOAD",
+        super::preload_value(&lib, existing.as_deref()),
+    );
     let settings = [
         ("CUDABLAME_REPORT", args.report),
         ("CUDABLAME_TRACE", args.trace),
@@ -92,7 +101,11 @@ pub fn run(args: RunArgs) -> ExitCode {
     let name = program.to_string_lossy();
     match err.kind() {
         std::io::ErrorKind::NotFound => {
-            let where_ = if name.contains('/') { "no such file" } else { "not found in PATH" };
+            let where_ = if name.contains('/') {
+                "no such file"
+            } else {
+                "not found in PATH"
+            };
             eprintln!("cudablame run: {name}: command not found ({where_})");
             ExitCode::from(127)
         }

@@ -40,10 +40,16 @@ pub fn load(path: &Path) -> Result<Report, String> {
 
 /// A report from JSON text: the schema must be `cudablame.report/1`.
 pub fn parse(bytes: &[u8]) -> Result<Report, String> {
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("invalid JSON ({e})"))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("invalid JSON ({e})"))?;
     match value.get("schema").and_then(|s| s.as_str()) {
         Some(crate::report::model::SCHEMA) => {}
-        Some(other) => return Err(format!("schema is {other:?}, expected {:?}", crate::report::model::SCHEMA)),
+        Some(other) => {
+            return Err(format!(
+                "schema is {other:?}, expected {:?}",
+                crate::report::model::SCHEMA
+            ))
+        }
         None => return Err(format!("no \"schema\": {:?}", crate::report::model::SCHEMA)),
     }
     serde_json::from_value(value).map_err(|e| e.to_string())

@@ -53,13 +53,20 @@ pub fn summary(args: SummaryArgs) -> ExitCode {
             skipped += scan(p, &mut found);
         } else {
             match show::load(p) {
-                Ok(report) => found.push(Found { path: p.clone(), report }),
+                Ok(report) => found.push(Found {
+                    path: p.clone(),
+                    report,
+                }),
                 Err(e) => eprintln!("cudablame summary: {e}"),
             }
         }
     }
     if found.is_empty() {
-        let others = if skipped > 0 { format!(" ({skipped} other JSON files skipped)") } else { String::new() };
+        let others = if skipped > 0 {
+            format!(" ({skipped} other JSON files skipped)")
+        } else {
+            String::new()
+        };
         eprintln!("cudablame summary: no cudablame report found{others}: no process reported a CUDA error");
         return ExitCode::from(1);
     }
@@ -95,7 +102,10 @@ fn scan(dir: &Path, found: &mut Vec<Found>) -> usize {
         }
         match show::parse(&bytes) {
             Ok(report) => found.push(Found { path, report }),
-            Err(e) => eprintln!("cudablame summary: {} is not a readable report: {e}", path.display()),
+            Err(e) => eprintln!(
+                "cudablame summary: {} is not a readable report: {e}",
+                path.display()
+            ),
         }
     }
     skipped
@@ -112,7 +122,8 @@ fn after(ns: u64) -> String {
 
 /// Whether the report names a kernel of its own with some certainty.
 fn own_kernel(r: &Report) -> bool {
-    r.culprit.confidence != Confidence::Suspect && r.culprit.op.as_ref().is_some_and(|o| o.kernel.is_some())
+    r.culprit.confidence != Confidence::Suspect
+        && r.culprit.op.as_ref().is_some_and(|o| o.kernel.is_some())
 }
 
 fn culprit(r: &Report) -> String {
@@ -123,14 +134,24 @@ fn culprit(r: &Report) -> String {
         },
         None => "not identified".into(),
     };
-    format!("{what} ({})", format!("{:?}", r.culprit.confidence).to_lowercase())
+    format!(
+        "{what} ({})",
+        format!("{:?}", r.culprit.confidence).to_lowercase()
+    )
 }
 
 /// Left-aligned columns, two spaces apart.
 fn table(rows: &[Vec<String>]) -> String {
     let n = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> =
-        (0..n).map(|i| rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..n)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let mut out = String::new();
     for row in rows {
         let mut line = String::new();
@@ -145,14 +166,31 @@ fn table(rows: &[Vec<String>]) -> String {
 
 fn render(found: &[Found]) -> String {
     let mut order: Vec<&Found> = found.iter().collect();
-    order.sort_by_key(|f| (f.report.reporting_call.time_ns, f.report.process.rank, f.report.process.pid));
+    order.sort_by_key(|f| {
+        (
+            f.report.reporting_call.time_ns,
+            f.report.process.rank,
+            f.report.process.pid,
+        )
+    });
     let first = order[0];
     let t0 = first.report.reporting_call.time_ns;
-    let world = found.iter().filter_map(|f| f.report.process.world_size).max();
+    let world = found
+        .iter()
+        .filter_map(|f| f.report.process.world_size)
+        .max();
     let reported: BTreeSet<u32> = found.iter().map(|f| f.report.process.rank).collect();
-    let missing: Vec<u32> = (0..world.unwrap_or(0)).filter(|r| !reported.contains(r)).collect();
-    let jobs: BTreeSet<&str> = found.iter().filter_map(|f| f.report.process.job_id.as_deref()).collect();
-    let hosts: BTreeSet<&str> = found.iter().map(|f| f.report.process.host.as_str()).collect();
+    let missing: Vec<u32> = (0..world.unwrap_or(0))
+        .filter(|r| !reported.contains(r))
+        .collect();
+    let jobs: BTreeSet<&str> = found
+        .iter()
+        .filter_map(|f| f.report.process.job_id.as_deref())
+        .collect();
+    let hosts: BTreeSet<&str> = found
+        .iter()
+        .map(|f| f.report.process.host.as_str())
+        .collect();
 
     let verdict = |f: &Found| -> String {
         if std::ptr::eq(f, first) {
@@ -160,12 +198,25 @@ fn render(found: &[Found]) -> String {
         }
         let (r, r0) = (&f.report, &first.report);
         let why = if r.process.rank == r0.process.rank {
-            format!("secondary: later than the first failure (rank {}, pid {})", r0.process.rank, r0.process.pid)
+            format!(
+                "secondary: probably caused by pid {}'s fault in the same rank",
+                r0.process.pid
+            )
         } else {
-            format!("secondary: probably caused by rank {}'s fault", r0.process.rank)
+            format!(
+                "secondary: probably caused by rank {}'s fault",
+                r0.process.rank
+            )
         };
-        let own = if own_kernel(r) { "" } else { ", no culprit kernel of its own" };
-        format!("{why} ({} later{own})", after(r.reporting_call.time_ns.saturating_sub(t0)).trim_start_matches('+'))
+        let own = if own_kernel(r) {
+            ""
+        } else {
+            "; no culprit kernel of its own"
+        };
+        format!(
+            "{why} ({} later{own})",
+            after(r.reporting_call.time_ns.saturating_sub(t0)).trim_start_matches('+')
+        )
     };
 
     let mut out = String::new();
@@ -174,22 +225,40 @@ fn render(found: &[Found]) -> String {
         "cudablame summary: {} report{}{}{}{}",
         found.len(),
         if found.len() == 1 { "" } else { "s" },
-        world.map(|w| format!(", world size {w}")).unwrap_or_default(),
+        world
+            .map(|w| format!(", world size {w}"))
+            .unwrap_or_default(),
         match jobs.len() {
             0 => String::new(),
             1 => format!(", job {}", jobs.iter().next().unwrap_or(&"")),
-            _ => format!(", jobs {} (mixed!)", jobs.iter().copied().collect::<Vec<_>>().join(" ")),
+            _ => format!(
+                ", jobs {} (mixed!)",
+                jobs.iter().copied().collect::<Vec<_>>().join(" ")
+            ),
         },
-        if hosts.len() > 1 { format!(", {} hosts (times assume synchronized clocks)", hosts.len()) } else { String::new() }
+        if hosts.len() > 1 {
+            format!(", {} hosts (times assume synchronized clocks)", hosts.len())
+        } else {
+            String::new()
+        }
     );
 
     // One line per rank, in rank order; ranks with no report among them.
     let mut by_rank: Vec<&Found> = found.iter().collect();
     by_rank.sort_by_key(|f| (f.report.process.rank, f.report.reporting_call.time_ns));
-    let mut rows = vec![["RANK", "HOST", "PID", "ERROR", "REPORTED BY", "CULPRIT", "TIME", "STATUS"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect::<Vec<_>>()];
+    let mut rows = vec![[
+        "RANK",
+        "HOST",
+        "PID",
+        "ERROR",
+        "REPORTED BY",
+        "CULPRIT",
+        "TIME",
+        "STATUS",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect::<Vec<_>>()];
     let mut missing_left = missing.iter().peekable();
     let missing_row = |rank: u32| {
         let mut row = vec![rank.to_string()];
@@ -206,7 +275,11 @@ fn render(found: &[Found]) -> String {
             rows.push(missing_row(m));
             missing_left.next();
         }
-        let status = if std::ptr::eq(*f, first) { "FIRST FAILURE" } else { "secondary" };
+        let status = if std::ptr::eq(*f, first) {
+            "FIRST FAILURE"
+        } else {
+            "secondary"
+        };
         rows.push(vec![
             r.process.rank.to_string(),
             r.process.host.clone(),
@@ -233,7 +306,11 @@ fn render(found: &[Found]) -> String {
         r0.process.host,
         r0.process.pid,
         match &r0.culprit.op {
-            Some(o) => format!("{} ({})", op_brief(o), format!("{:?}", r0.culprit.confidence).to_lowercase()),
+            Some(o) => format!(
+                "{} ({})",
+                op_brief(o),
+                format!("{:?}", r0.culprit.confidence).to_lowercase()
+            ),
             None => "not identified".into(),
         }
     );
@@ -254,4 +331,70 @@ fn fit(s: &str, width: usize) -> String {
     }
     let kept: String = s.chars().take(width.saturating_sub(3)).collect();
     format!("{kept}...")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::text::tests::sample;
+
+    fn found(rank: u32, pid: u32, dt_ms: i64, world: Option<u32>) -> Found {
+        let mut report = sample();
+        report.process.rank = rank;
+        report.process.pid = pid;
+        report.process.world_size = world;
+        report.reporting_call.time_ns =
+            (report.reporting_call.time_ns as i64 + dt_ms * 1_000_000) as u64;
+        Found {
+            path: PathBuf::from(format!("r{rank}-{pid}.json")),
+            report,
+        }
+    }
+
+    #[test]
+    fn earliest_error_is_the_first_failure_and_missing_ranks_are_listed() {
+        let mut late = found(1, 12, 1500, None);
+        late.report.culprit.confidence = Confidence::Suspect;
+        let out = render(&[found(3, 10, 0, Some(5)), found(1, 11, -5, None), late]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "cudablame summary: 3 reports, world size 5");
+        // Rows in rank order, ranks without a report among them.
+        let ranks: Vec<&str> = lines[2..8]
+            .iter()
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(ranks, ["0", "1", "1", "2", "3", "4"], "{out}");
+        assert!(lines[2].ends_with(NO_REPORT), "{out}");
+        assert!(
+            lines[3].contains("+0.000 ms") && lines[3].ends_with("FIRST FAILURE"),
+            "{out}"
+        );
+        assert!(lines[3].contains("k2 (exact)"), "{out}");
+        assert!(
+            lines[4].contains("+1.505 s") && lines[4].ends_with("secondary"),
+            "{out}"
+        );
+        assert!(
+            lines[6].contains("+5.000 ms") && lines[6].ends_with("secondary"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "rank 1: first failure: CUDA_ERROR_ILLEGAL_ADDRESS reported by cuMemcpyDtoH_v2"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("details: cudablame show r1-11.json"), "{out}");
+        assert!(
+            out.contains("rank 3: secondary: probably caused by rank 1's fault (5.000 ms later)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("rank 1: secondary: probably caused by pid 11's fault in the same rank (1.505 s later; no culprit kernel of its own)"),
+            "{out}"
+        );
+        for r in [0, 2, 4] {
+            assert!(out.contains(&format!("rank {r}: {NO_REPORT}")), "{out}");
+        }
+    }
 }

@@ -194,6 +194,17 @@ macro_rules! for_each_entry_point {
                  library_values: *mut *mut c_void, num_library: c_uint)
                 => observe();
 
+            // ---- kernel handles: their names, kept for the report ----
+            [cuModuleGetFunction: legacy]
+                (function: *mut CUfunction, module: CUmodule, name: *const c_char)
+                => name_handle(function, name);
+            [cuLibraryGetKernel: legacy]
+                (kernel: *mut CUkernel, library: CUlibrary, name: *const c_char)
+                => name_handle(kernel, name);
+            [cuKernelGetFunction: legacy]
+                (function: *mut CUfunction, kernel: CUkernel)
+                => alias_handle(function, kernel);
+
             // ---- stream life and capture: keep the rings honest ----
             [cuStreamBeginCapture_v2: legacy, cuStreamBeginCapture_v2_ptsz: per_thread]
                 (stream: CUstream, mode: CUstreamCaptureMode)

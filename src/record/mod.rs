@@ -7,6 +7,7 @@
 //! unlock. The lock spans the real call so that sequence numbers follow the order in which ops
 //! enter the stream even when several threads launch onto one stream.
 
+pub mod names;
 pub mod streams;
 
 use crate::config::{self, StackMode};
@@ -35,6 +36,10 @@ pub enum Call {
     SyncStream { stream: usize },
     /// Any other call: only its error code matters.
     Observe { stream: Option<usize> },
+    /// `cuModuleGetFunction` / `cuLibraryGetKernel`: on success `*out` is a handle named `name`.
+    NameHandle { out: usize, name: usize },
+    /// `cuKernelGetFunction`: on success `*out` is a function of kernel `of`.
+    AliasHandle { out: usize, of: usize },
     BeginCapture { stream: usize },
     EndCapture { stream: usize },
     DestroyStream { stream: usize },
@@ -125,6 +130,12 @@ impl Call {
     pub fn observe_stream(stream: CUstream) -> Call {
         Call::Observe { stream: Some(stream as usize) }
     }
+    pub fn name_handle<T>(out: *mut T, name: *const std::ffi::c_char) -> Call {
+        Call::NameHandle { out: out as usize, name: name as usize }
+    }
+    pub fn alias_handle<T>(out: *mut T, of: CUkernel) -> Call {
+        Call::AliasHandle { out: out as usize, of: of as usize }
+    }
     pub fn begin_capture(stream: CUstream) -> Call {
         Call::BeginCapture { stream: stream as usize }
     }
@@ -145,7 +156,7 @@ impl Call {
             | Call::EndCapture { stream }
             | Call::DestroyStream { stream } => Some(stream),
             Call::Observe { stream } => stream,
-            Call::SyncContext { .. } => None,
+            Call::SyncContext { .. } | Call::NameHandle { .. } | Call::AliasHandle { .. } => None,
         }
     }
 }
@@ -170,6 +181,8 @@ pub struct OpRecord {
     /// the marker at N-1, so "first unfinished" only narrows the culprit to N..=N+1.
     pub marked: bool,
     pub stack: NativeStack,
+    /// Python frames of the launching thread (CPython only; `stack::python`).
+    pub python: crate::stack::python::PythonStack,
 }
 
 /// Streams with an active capture (begun and not yet ended), process-wide. While it is 0 no
@@ -237,6 +250,9 @@ fn prepare(driver: &'static real::Driver, ep: EntryPoint, launch: Launch) -> (st
         StackMode::Off => NativeStack::EMPTY,
     };
     let thread = thread_id();
+    if launch.kind == OpKind::Kernel {
+        names::note(driver, launch.handle);
+    }
     let context = driver.current_context();
     let id = StreamId::resolve(launch.stream, ep.per_thread_default(), thread);
     let state = streams::lookup(driver, context, id);
@@ -252,6 +268,7 @@ fn prepare(driver: &'static real::Driver, ep: EntryPoint, launch: Launch) -> (st
         synchronous: false,
         marked: false,
         stack,
+        python: crate::stack::python::PythonStack::capture_configured(),
     };
     (state, op)
 }
@@ -304,6 +321,16 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult) 
     }
     match *call {
         Call::Synchronous(launch) if rc == CUDA_SUCCESS => record_synchronous(ep, launch),
+        // SAFETY: on success the driver wrote a handle through `out`; `name` is the program's
+        // NUL-terminated kernel name.
+        Call::NameHandle { out, name } if rc == CUDA_SUCCESS && out != 0 && name != 0 => unsafe {
+            let handle = *(out as *const usize);
+            names::set(handle, std::ffi::CStr::from_ptr(name as *const std::ffi::c_char).to_string_lossy().into_owned());
+        },
+        Call::AliasHandle { out, of } if rc == CUDA_SUCCESS && out != 0 => {
+            // SAFETY: as above.
+            names::alias(unsafe { *(out as *const usize) }, of);
+        }
         Call::BeginCapture { .. } if rc == CUDA_SUCCESS => {
             CAPTURES_ACTIVE.fetch_add(1, Ordering::Relaxed);
         }

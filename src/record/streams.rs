@@ -121,8 +121,10 @@ impl StreamState {
         if !crate::config::markers_enabled() {
             return false;
         }
-        // SAFETY: plain-variant call with this stream's handle; flags 0 = CU_STREAM_WRITE_VALUE_DEFAULT
-        // (ordered after the stream's prior work, with a memory fence).
+        // Flags 0, CU_STREAM_WRITE_VALUE_DEFAULT: runs after the stream's earlier work, with a
+        // memory fence. (CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER is refused for 64-bit writes by
+        // driver 580: CUDA_ERROR_INVALID_VALUE, measured on the H200.)
+        // SAFETY: plain-variant call with this stream's handle.
         let rc = unsafe { write(self.id.handle() as CUstream, m.device, seq, 0) };
         // A sticky error here means the context died meanwhile: only this op lacks its marker.
         if rc != CUDA_SUCCESS && !crate::cuda::is_sticky(rc) {

@@ -13,6 +13,7 @@ use crate::cuda::entry_points::EntryPoint;
 use crate::cuda::*;
 use crate::real;
 use crate::record::{self, Call, OpKind, OpRecord, StreamId, StreamView};
+use crate::stack::python::PythonStack;
 use crate::stack::{self, NativeStack};
 use model::*;
 use std::collections::HashMap;
@@ -29,7 +30,12 @@ pub fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpR
         report.path = sink::write_json(pattern, &report, report.process.rank);
     }
     if let Some(pattern) = &cfg.trace {
-        report.trace_path = sink::write_trace(pattern, &trace::build(&report), &report, report.process.rank);
+        report.trace_path = sink::write_trace(
+            pattern,
+            &trace::build(&report),
+            &report,
+            report.process.rank,
+        );
     }
     if cfg.text {
         eprint!("{}", text::render(&report));
@@ -41,11 +47,17 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
     let now = record::now_ns();
     let thread = record::thread_id();
     let reporting_stack = NativeStack::capture(config::MAX_STACK_DEPTH, now);
+    let reporting_python = PythonStack::capture_configured().resolve();
     let context = driver.map(|d| d.current_context()).filter(|&c| c != 0);
     let views = record::streams::snapshot();
-    let mut names = Names { driver, cache: HashMap::new() };
+    let mut names = Names {
+        driver,
+        cache: HashMap::new(),
+    };
 
-    let reporting_stream = call.stream().map(|raw| StreamId::resolve(raw, ep.per_thread_default(), thread));
+    let reporting_stream = call
+        .stream()
+        .map(|raw| StreamId::resolve(raw, ep.per_thread_default(), thread));
     let (code_name, description) = match driver {
         Some(d) => d.error_text(rc),
         None => {
@@ -61,37 +73,66 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                  nothing was enqueued"
             );
             let op = names.op(&op, now, "culprit", true);
-            (Culprit { confidence: Confidence::Exact, reason, op: Some(op) }, Vec::new(), None)
+            (
+                Culprit {
+                    confidence: Confidence::Exact,
+                    reason,
+                    op: Some(op),
+                },
+                Vec::new(),
+                None,
+            )
         }
         None => {
             let v = blame::judge(&views, context);
-            let op = v.culprit.map(|at| names.op(&views[at.0].ops[at.1], now, "culprit", true));
+            let op = v
+                .culprit
+                .map(|at| names.op(&views[at.0].ops[at.1], now, "culprit", true));
             let suspects = v
                 .suspects
                 .iter()
                 .map(|&at| names.op(&views[at.0].ops[at.1], now, "not completed", true))
                 .collect();
-            (Culprit { confidence: v.confidence, reason: v.reason, op }, suspects, v.culprit)
+            (
+                Culprit {
+                    confidence: v.confidence,
+                    reason: v.reason,
+                    op,
+                },
+                suspects,
+                v.culprit,
+            )
         }
     };
 
     let streams = views
         .iter()
         .enumerate()
-        .filter(|(_, v)| !views.iter().any(|w| Some(w.context) == context) || Some(v.context) == context)
+        .filter(|(_, v)| {
+            !views.iter().any(|w| Some(w.context) == context) || Some(v.context) == context
+        })
         .map(|(i, v)| stream_summary(i, v, culprit_at, now, &mut names))
         .collect();
 
     Report {
         schema: SCHEMA.to_string(),
         process: process_info(),
-        error: ErrorInfo { code: rc, name: code_name, description, sticky: is_sticky(rc) },
+        error: ErrorInfo {
+            code: rc,
+            name: code_name,
+            description,
+            sticky: is_sticky(rc),
+        },
         reporting_call: ReportingCall {
             entry_point: ep.name().to_string(),
             thread,
             stream: reporting_stream.map(StreamId::describe),
             time_ns: now,
             stack: stack::symbolize(reporting_stack.ips(), config::MAX_STACK_DEPTH),
+            python_stack: reporting_python.frames,
+            python_stack_from_thread: reporting_python.from_thread,
+            python_stack_borrowed_from: reporting_python.borrowed_from,
+            python_note: stack::python::note(),
         },
         culprit,
         suspects,
@@ -144,7 +185,10 @@ struct Names {
 impl Names {
     fn kernel(&mut self, handle: usize) -> Option<String> {
         let driver = self.driver;
-        self.cache.entry(handle).or_insert_with(|| driver.and_then(|d| d.kernel_name(handle))).clone()
+        self.cache
+            .entry(handle)
+            .or_insert_with(|| driver.and_then(|d| d.kernel_name(handle)))
+            .clone()
     }
 
     fn op(&mut self, o: &OpRecord, now: u64, state: &str, with_stack: bool) -> Op {
@@ -152,7 +196,16 @@ impl Names {
             OpKind::Kernel => self.kernel(o.launch.handle),
             _ => None,
         };
-        let stack = if with_stack { stack::symbolize(o.stack.ips(), config::get().stack_depth) } else { Vec::new() };
+        let stack = if with_stack {
+            stack::symbolize(o.stack.ips(), config::get().stack_depth)
+        } else {
+            Vec::new()
+        };
+        let python = if with_stack {
+            o.python.resolve()
+        } else {
+            Default::default()
+        };
         Op {
             seq: o.seq,
             kind: o.launch.kind,
@@ -172,7 +225,9 @@ impl Names {
             state: state.to_string(),
             synchronous: o.synchronous,
             stack,
-            python_stack: Vec::new(),
+            python_stack: python.frames,
+            python_stack_from_thread: python.from_thread,
+            python_stack_borrowed_from: python.borrowed_from,
         }
     }
 }
@@ -197,7 +252,10 @@ pub fn host_name() -> String {
 fn process_info() -> Process {
     let argv = std::fs::read("/proc/self/cmdline")
         .map(|raw| {
-            raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect()
+            raw.split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
         })
         .unwrap_or_default();
     Process {
@@ -210,11 +268,17 @@ fn process_info() -> Process {
         // torchrun sets TORCHELASTIC_RUN_ID=none without a rendezvous id.
         job_id: ["SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"]
             .iter()
-            .find_map(|k| std::env::var(k).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty() && v != "none")),
+            .find_map(|k| {
+                std::env::var(k)
+                    .ok()
+                    .map(|v| v.trim().to_string())
+                    .filter(|v| !v.is_empty() && v != "none")
+            }),
     }
 }
 
 /// The first of `vars` that is set to a number.
 fn first_number(vars: &[&str]) -> Option<u32> {
-    vars.iter().find_map(|k| std::env::var(k).ok().and_then(|v| v.trim().parse().ok()))
+    vars.iter()
+        .find_map(|k| std::env::var(k).ok().and_then(|v| v.trim().parse().ok()))
 }

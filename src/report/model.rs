@@ -101,6 +101,17 @@ pub struct ReportingCall {
     /// Wall-clock ns since the Unix epoch.
     pub time_ns: u64,
     pub stack: Vec<Frame>,
+    /// Python frames of the reporting thread, like [`Op::python_stack`].
+    #[serde(default)]
+    pub python_stack: Vec<Frame>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_stack_from_thread: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_stack_borrowed_from: Option<usize>,
+    /// Why Python frames are missing or incomplete in a CPython process, e.g. `python frames
+    /// unavailable (CPython 3.14 not supported)`; said once per report, here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_note: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -141,8 +152,17 @@ pub struct Op {
     #[serde(default)]
     pub synchronous: bool,
     pub stack: Vec<Frame>,
-    /// Python frames of the launching thread, innermost first (not captured yet: always empty).
+    /// Python frames of the launching thread, innermost first (CPython 3.10 to 3.13): `function`
+    /// is the qualified name, `file` and `line` the source position, `module` is `None` and
+    /// `address` the bytecode offset. Empty when the thread ran no Python.
     pub python_stack: Vec<Frame>,
+    /// Set when the frames from index `python_stack_borrowed_from` on are not the launching
+    /// thread's but those of this thread, which had called `backward()` (the launch came from an
+    /// autograd worker thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_stack_from_thread: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_stack_borrowed_from: Option<usize>,
 }
 
 #[derive(Serialize, Deserialize, Debug)]

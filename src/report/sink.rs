@@ -32,20 +32,41 @@ pub fn expand(pattern: &str, pid: u32, host: &str, rank: u32) -> String {
 /// Failures print one line on stderr and return `None`.
 pub fn write_json(pattern: &str, report: &Report, rank: u32) -> Option<String> {
     let p = &report.process;
-    write_file("JSON report", "CUDABLAME_REPORT", pattern, p.pid, &p.host, rank, |f| {
-        serde_json::to_writer_pretty(&mut *f, report)?;
-        f.write_all(b"\n")
-    })
+    write_file(
+        "JSON report",
+        "CUDABLAME_REPORT",
+        pattern,
+        p.pid,
+        &p.host,
+        rank,
+        |f| {
+            serde_json::to_writer_pretty(&mut *f, report)?;
+            f.write_all(b"\n")
+        },
+    )
 }
 
 /// Writes a Chrome trace (any serializable value, compact) to the expanded pattern and returns
 /// the path written. Failures print one line on stderr and return `None`.
-pub fn write_trace<T: serde::Serialize>(pattern: &str, trace: &T, report: &Report, rank: u32) -> Option<String> {
+pub fn write_trace<T: serde::Serialize>(
+    pattern: &str,
+    trace: &T,
+    report: &Report,
+    rank: u32,
+) -> Option<String> {
     let p = &report.process;
-    write_file("trace", "CUDABLAME_TRACE", pattern, p.pid, &p.host, rank, |f| {
-        serde_json::to_writer(&mut *f, trace)?;
-        f.write_all(b"\n")
-    })
+    write_file(
+        "trace",
+        "CUDABLAME_TRACE",
+        pattern,
+        p.pid,
+        &p.host,
+        rank,
+        |f| {
+            serde_json::to_writer(&mut *f, trace)?;
+            f.write_all(b"\n")
+        },
+    )
 }
 
 /// Expands `pattern` and writes a new file there with `fill` (see [`write_new`]); failures print
@@ -82,11 +103,20 @@ pub fn write_new(
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
-    let mut tmp = tempfile::Builder::new().prefix(".cudablame-").suffix(".json.tmp").tempfile_in(&dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".cudablame-")
+        .suffix(".json.tmp")
+        .tempfile_in(&dir)?;
     fill(tmp.as_file_mut())?;
     tmp.as_file().sync_all()?;
-    let stem = target.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let ext = target.extension().map(|s| format!(".{}", s.to_string_lossy())).unwrap_or_default();
+    let stem = target
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = target
+        .extension()
+        .map(|s| format!(".{}", s.to_string_lossy()))
+        .unwrap_or_default();
     let mut candidate = target.to_path_buf();
     for n in 1..=100 {
         match tmp.persist_noclobber(&candidate) {
@@ -98,7 +128,9 @@ pub fn write_new(
             Err(e) => return Err(e.error),
         }
     }
-    Err(std::io::Error::other("100 files with this name exist already"))
+    Err(std::io::Error::other(
+        "100 files with this name exist already",
+    ))
 }
 
 #[cfg(test)]
@@ -107,7 +139,10 @@ mod tests {
 
     #[test]
     fn expands_every_placeholder() {
-        assert_eq!(expand("r-%h-%p-%r-%%-%x.json", 42, "node7", 3), "r-node7-42-3-%-%x.json");
+        assert_eq!(
+            expand("r-%h-%p-%r-%%-%x.json", 42, "node7", 3),
+            "r-node7-42-3-%-%x.json"
+        );
         assert_eq!(expand("trailing%", 1, "h", 0), "trailing%");
     }
 

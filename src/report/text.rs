@@ -17,17 +17,130 @@ fn frames(out: &mut String, frames: &[Frame]) {
     if frames.is_empty() {
         out.push_str("        (no stack: CUDABLAME_STACK=off)\n");
     }
-    for (i, f) in frames.iter().take(FRAMES_SHOWN).enumerate() {
+    // The program's `main` ends what is worth reading; runtime start-up frames stay in the JSON.
+    let shown = frames
+        .iter()
+        .position(|f| {
+            f.function
+                .as_deref()
+                .is_some_and(|n| n == "main" || n.ends_with("::main"))
+        })
+        .map_or(frames.len(), |i| i + 1)
+        .min(FRAMES_SHOWN);
+    for (i, f) in frames.iter().take(shown).enumerate() {
         let func = f.function.as_deref().unwrap_or("??");
         let place = match (&f.file, f.line) {
             (Some(file), Some(line)) => format!(" at {file}:{line}"),
             _ => String::new(),
         };
-        let module = f.module.as_deref().map(|m| m.rsplit('/').next().unwrap_or(m)).unwrap_or("?");
+        let module = f
+            .module
+            .as_deref()
+            .map(|m| m.rsplit('/').next().unwrap_or(m))
+            .unwrap_or("?");
         let _ = writeln!(out, "        #{i:<2} {func}{place}  [{module}]");
     }
-    if frames.len() > FRAMES_SHOWN {
-        let _ = writeln!(out, "        ... {} more frames in the JSON report", frames.len() - FRAMES_SHOWN);
+    if frames.len() > shown {
+        let _ = writeln!(
+            out,
+            "        ... {} more frames in the JSON report",
+            frames.len() - shown
+        );
+    }
+}
+
+/// Python frame lines shown per stack (a folded run is one line).
+const PY_LINES_SHOWN: usize = 16;
+
+/// The library a Python file belongs to, for folding: the package under `site-packages/` or
+/// `dist-packages/` (`torch`, `triton`, ...), `python` for the standard library; `None` for the
+/// program's own files.
+fn python_library(file: &str) -> Option<&str> {
+    for dir in ["/site-packages/", "/dist-packages/"] {
+        if let Some(i) = file.rfind(dir) {
+            let rest = &file[i + dir.len()..];
+            return Some(
+                rest.split('/')
+                    .next()
+                    .unwrap_or(rest)
+                    .trim_end_matches(".py"),
+            );
+        }
+    }
+    (file.starts_with("<frozen ") || file.contains("/lib/python3")).then_some("python")
+}
+
+/// Python frames, innermost first, above the native ones: the program's own frames one a line
+/// (the innermost of them named first, in the heading), each run of library frames folded into
+/// one line (`... 5 frames in torch`), and where frames were borrowed from the thread that called
+/// `backward()`, a line saying so.
+fn python_frames(
+    out: &mut String,
+    frames: &[Frame],
+    borrowed_from: Option<usize>,
+    from_thread: Option<u32>,
+) {
+    let own = |f: &Frame| {
+        f.file
+            .as_deref()
+            .is_some_and(|file| python_library(file).is_none())
+    };
+    let describe = |f: &Frame| {
+        let func = f.function.as_deref().unwrap_or("??");
+        match (&f.file, f.line) {
+            (Some(file), Some(line)) => format!("{func} at {file}:{line}"),
+            (Some(file), None) => format!("{func} in {file}"),
+            _ => func.to_string(),
+        }
+    };
+    if frames.is_empty() {
+        return;
+    }
+    // When library frames come first, the heading names the program's innermost frame.
+    let site = match frames.iter().position(own) {
+        Some(i) if i > 0 => format!(" (program frame: {})", describe(&frames[i])),
+        _ => String::new(),
+    };
+    let _ = writeln!(out, "      python, innermost first{site}:");
+    let (mut i, mut lines) = (0, 0);
+    while i < frames.len() && lines < PY_LINES_SHOWN {
+        if Some(i) == borrowed_from {
+            let who = from_thread
+                .map(|t| format!("thread {t}"))
+                .unwrap_or_else(|| "another thread".into());
+            let _ = writeln!(out, "        -- launched for a backward pass: frames of {who}, which called backward() --");
+        }
+        let lib = frames[i].file.as_deref().and_then(python_library);
+        match lib {
+            Some(lib) => {
+                let mut j = i + 1;
+                while j < frames.len()
+                    && Some(j) != borrowed_from
+                    && frames[j].file.as_deref().and_then(python_library) == Some(lib)
+                {
+                    j += 1;
+                }
+                let _ = writeln!(
+                    out,
+                    "        ... {} frame{} in {lib}",
+                    j - i,
+                    if j - i == 1 { "" } else { "s" }
+                );
+                i = j;
+            }
+            None => {
+                let _ = writeln!(out, "        #{i:<2} {}", describe(&frames[i]));
+                i += 1;
+            }
+        }
+        lines += 1;
+    }
+    if i < frames.len() {
+        let _ = writeln!(
+            out,
+            "        ... {} more python frames in the JSON report",
+            frames.len() - i
+        );
     }
 }
 
@@ -47,22 +160,40 @@ fn op_line(o: &Op) -> String {
         None => match o.kind {
             OpKind::Kernel => "kernel (name unknown)".into(),
             OpKind::Graph => "graph launch".into(),
-            _ => format!("{:?} of {} bytes{}", o.kind, o.bytes, if o.synchronous { " (synchronous)" } else { "" })
-                .to_lowercase(),
+            _ => format!(
+                "{:?} of {} bytes{}",
+                o.kind,
+                o.bytes,
+                if o.synchronous { " (synchronous)" } else { "" }
+            )
+            .to_lowercase(),
         },
     };
     format!("#{} {what}", o.seq)
 }
 
-/// A kernel's name without namespaces, template arguments or parameters:
+/// A kernel's name without return type, namespaces, template arguments or parameters:
 /// `void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)` gives
 /// `vectorized_elementwise_kernel`.
 pub fn brief(name: &str) -> String {
-    let head = name.split(['(', '<']).next().unwrap_or(name).trim();
+    // The qualified name: the text outside `<...>` up to the parameter list.
+    let name = name.replace("(anonymous namespace)", "{anonymous}");
+    let mut head = String::new();
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            '(' if depth == 0 => break,
+            _ if depth == 0 => head.push(c),
+            _ => {}
+        }
+    }
+    let head = head.trim();
     let last = head.rsplit(' ').next().unwrap_or(head);
     let base = last.rsplit("::").next().unwrap_or(last);
     if base.is_empty() {
-        short(name)
+        short(&name)
     } else {
         base.to_string()
     }
@@ -76,7 +207,11 @@ pub fn op_brief(o: &Op) -> String {
         (None, OpKind::Graph) => "graph launch".into(),
         (None, kind) => format!(
             "{} {} B{}",
-            if kind == OpKind::Memset { "memset" } else { "memcpy" },
+            if kind == OpKind::Memset {
+                "memset"
+            } else {
+                "memcpy"
+            },
             o.bytes,
             if o.synchronous { " (sync)" } else { "" }
         ),
@@ -93,10 +228,19 @@ pub fn op_brief(o: &Op) -> String {
 pub fn recorded_ops(r: &Report) -> Vec<(&Op, bool)> {
     let culprit = r.culprit.op.as_ref();
     let mut ops: Vec<(&Op, bool)> = Vec::new();
-    let all = culprit.into_iter().chain(&r.suspects).chain(r.streams.iter().flat_map(|s| &s.recent));
+    let all = culprit
+        .into_iter()
+        .chain(&r.suspects)
+        .chain(r.streams.iter().flat_map(|s| &s.recent));
     for o in all {
-        if !ops.iter().any(|(p, _)| p.stream == o.stream && p.seq == o.seq) {
-            ops.push((o, culprit.is_some_and(|c| c.stream == o.stream && c.seq == o.seq)));
+        if !ops
+            .iter()
+            .any(|(p, _)| p.stream == o.stream && p.seq == o.seq)
+        {
+            ops.push((
+                o,
+                culprit.is_some_and(|c| c.stream == o.stream && c.seq == o.seq),
+            ));
         }
     }
     ops.sort_by_key(|(o, _)| (o.time_ns, o.seq));
@@ -106,10 +250,11 @@ pub fn recorded_ops(r: &Report) -> Vec<(&Op, bool)> {
 /// Ops shown in the timeline; with its headers, a gap line and the reporting call it stays
 /// within 12 lines.
 const TIMELINE_OPS: usize = 8;
-/// Timeline column widths (the whole table fits 100 columns).
+/// Timeline column widths: the whole table fits `WIDTH` columns, the op column takes what the
+/// GPU side leaves.
+const WIDTH: usize = 100;
 const WHEN: usize = 11;
 const THREAD: usize = 7;
-const OP: usize = 28;
 const GPU: usize = 44;
 
 /// A time before the error: `-41.485 ms`, `-3.200 s`.
@@ -176,13 +321,31 @@ fn timeline(out: &mut String, r: &Report) {
     // One column per stream when they fit, else one column naming the stream.
     let widths: Vec<usize> = streams.iter().map(|s| s.chars().count().max(13)).collect();
     let columns = widths.iter().map(|w| w + 1).sum::<usize>() <= GPU + 1;
+    let c = &r.reporting_call;
+    let reported = format!(" <== REPORTED HERE (error {})", r.error.code);
+    let gpu = if columns {
+        widths.iter().map(|w| w + 1).sum()
+    } else {
+        GPU + 1
+    };
+    let room = WIDTH.saturating_sub(2 + WHEN + 2 + THREAD + 2 + 2 + gpu.max(reported.len()));
+    let longest = rows
+        .iter()
+        .flatten()
+        .map(|(o, _)| op_brief(o).chars().count())
+        .chain([c.entry_point.len()])
+        .max();
+    let op_w = longest.unwrap_or(0).min(room).max(12);
     let _ = writeln!(
         out,
         "timeline (last {} of {} ops; CPU: launch time before the error, thread | GPU: state):",
         rows.iter().flatten().count(),
         ops.len()
     );
-    let mut head = format!("  {:>WHEN$}  {:>THREAD$}  {:<OP$} |", "when", "thread", "op");
+    let mut head = format!(
+        "  {:>WHEN$}  {:>THREAD$}  {:<op_w$} |",
+        "when", "thread", "op"
+    );
     if columns {
         for (s, w) in streams.iter().zip(&widths) {
             let _ = write!(head, " {s:<w$}");
@@ -195,12 +358,22 @@ fn timeline(out: &mut String, r: &Report) {
         let &(o, culprit) = match row {
             Ok(op) => op,
             Err(n) => {
-                let _ = writeln!(out, "  {:>WHEN$}  {:>THREAD$}  ... {n} more op{}", "", "", if *n == 1 { "" } else { "s" });
+                let _ = writeln!(
+                    out,
+                    "  {:>WHEN$}  {:>THREAD$}  ... {n} more op{}",
+                    "",
+                    "",
+                    if *n == 1 { "" } else { "s" }
+                );
                 continue;
             }
         };
-        let mut line =
-            format!("  {:>WHEN$}  {:>THREAD$}  {:<OP$} |", before(o.age_ns), o.thread, fit(&op_brief(o), OP));
+        let mut line = format!(
+            "  {:>WHEN$}  {:>THREAD$}  {:<op_w$} |",
+            before(o.age_ns),
+            o.thread,
+            fit(&op_brief(o), op_w)
+        );
         let state = state_word(o, culprit);
         if columns {
             for (s, w) in streams.iter().zip(&widths) {
@@ -212,14 +385,12 @@ fn timeline(out: &mut String, r: &Report) {
         }
         let _ = writeln!(out, "{}", line.trim_end());
     }
-    let c = &r.reporting_call;
     let _ = writeln!(
         out,
-        "  {:>WHEN$}  {:>THREAD$}  {:<OP$} | <== REPORTED HERE ({})",
+        "  {:>WHEN$}  {:>THREAD$}  {:<op_w$} |{reported}",
         before(0),
         c.thread,
-        fit(&c.entry_point, OP),
-        r.error.name
+        fit(&c.entry_point, op_w)
     );
 }
 
@@ -227,7 +398,11 @@ fn timeline(out: &mut String, r: &Report) {
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
     let e = &r.error;
-    let _ = writeln!(out, "\n==== cudablame: {} ({}): {} ====", e.name, e.code, e.description);
+    let _ = writeln!(
+        out,
+        "\n==== cudablame: {} ({}): {} ====",
+        e.name, e.code, e.description
+    );
     match &r.culprit.op {
         Some(o) => {
             let what = match &o.kernel {
@@ -242,6 +417,12 @@ pub fn render(r: &Report) -> String {
                 o.stream, o.device, o.thread, ms(o.age_ns)
             );
             let _ = writeln!(out, "    launched by {} from:", o.entry_point);
+            python_frames(
+                &mut out,
+                &o.python_stack,
+                o.python_stack_borrowed_from,
+                o.python_stack_from_thread,
+            );
             frames(&mut out, &o.stack);
         }
         None => {
@@ -255,22 +436,47 @@ pub fn render(r: &Report) -> String {
         "reported by: {} (thread {}{}), which only noticed the error:",
         c.entry_point,
         c.thread,
-        c.stream.as_deref().map(|s| format!(", stream {s}")).unwrap_or_default()
+        c.stream
+            .as_deref()
+            .map(|s| format!(", stream {s}"))
+            .unwrap_or_default()
+    );
+    python_frames(
+        &mut out,
+        &c.python_stack,
+        c.python_stack_borrowed_from,
+        c.python_stack_from_thread,
     );
     frames(&mut out, &c.stack);
+    if let Some(note) = &c.python_note {
+        let _ = writeln!(out, "    {note}");
+    }
     if !r.suspects.is_empty() {
-        let list: Vec<String> = r.suspects.iter().take(6).map(|o| format!("{} (stream {})", op_line(o), o.stream)).collect();
+        let list: Vec<String> = r
+            .suspects
+            .iter()
+            .take(6)
+            .map(|o| format!("{} (stream {})", op_line(o), o.stream))
+            .collect();
         let more = r.suspects.len().saturating_sub(6);
         let _ = writeln!(
             out,
             "other unfinished ops: {}{}",
             list.join(", "),
-            if more > 0 { format!(" and {more} more") } else { String::new() }
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
         );
     }
     timeline(&mut out, r);
     for s in &r.streams {
-        let _ = writeln!(out, "stream {} (device {}): issued {}, completed {}", s.stream, s.device, s.issued, s.completed);
+        let _ = writeln!(
+            out,
+            "stream {} (device {}): issued {}, completed {}",
+            s.stream, s.device, s.issued, s.completed
+        );
     }
     if let Some(p) = &r.path {
         let _ = writeln!(out, "json report: {p}");
@@ -280,4 +486,129 @@ pub fn render(r: &Report) -> String {
     }
     out.push_str("==== end of cudablame report ====\n");
     out
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const T: u64 = 1_700_000_000_000_000_000;
+
+    fn op(seq: u64, stream: &str, age_ms: u64, state: &str) -> serde_json::Value {
+        json!({
+            "seq": seq, "kind": "kernel", "kernel": format!("void ns::k{seq}<float>(float*, int)"),
+            "kernel_symbol": null, "grid": [1, 1, 1], "block": [32, 1, 1], "shared_mem_bytes": 0, "bytes": 0,
+            "stream": stream, "context": "0x1", "device": 0, "thread": 42, "entry_point": "cuLaunchKernel",
+            "time_ns": T - age_ms * 1_000_000, "age_ns": age_ms * 1_000_000, "state": state,
+            "stack": [], "python_stack": [],
+        })
+    }
+
+    /// A report with 12 ops on `legacy` (the culprit is #2, older than the timeline's window)
+    /// and 2 on `0xabc`; the JSON has no `synchronous` and no job fields (an older report).
+    pub fn sample() -> Report {
+        let legacy: Vec<_> = (1..=12)
+            .map(|s| {
+                let state = match s {
+                    1 => "completed",
+                    2 => "culprit",
+                    _ => "not completed",
+                };
+                op(s, "legacy", 100 - s, state)
+            })
+            .collect();
+        let other = vec![
+            op(1, "0xabc", 95, "completed"),
+            op(2, "0xabc", 50, "not completed"),
+        ];
+        serde_json::from_value(json!({
+            "schema": "cudablame.report/1",
+            "process": { "pid": 42, "host": "node1", "rank": 3, "argv": ["./app"] },
+            "error": { "code": 700, "name": "CUDA_ERROR_ILLEGAL_ADDRESS", "description": "illegal", "sticky": true },
+            "reporting_call": {
+                "entry_point": "cuMemcpyDtoH_v2", "thread": 42, "stream": "legacy", "time_ns": T, "stack": [],
+            },
+            "culprit": { "confidence": "exact", "reason": "markers", "op": op(2, "legacy", 98, "culprit") },
+            "suspects": [op(3, "legacy", 97, "not completed")],
+            "streams": [
+                { "stream": "legacy", "context": "0x1", "device": 0, "issued": 12, "completed": 1,
+                  "marker": 1, "recent": legacy[4..].to_vec() },
+                { "stream": "0xabc", "context": "0x1", "device": 0, "issued": 2, "completed": 1,
+                  "marker": 1, "recent": other },
+            ],
+        }))
+        .expect("sample report deserializes")
+    }
+
+    #[test]
+    fn kernel_names_are_cut_to_their_base_name() {
+        assert_eq!(
+            brief("void at::native::vectorized_elementwise_kernel<4, F>(int, F)"),
+            "vectorized_elementwise_kernel"
+        );
+        assert_eq!(brief("oob_write"), "oob_write");
+        assert_eq!(brief("ns::k(int)"), "k");
+        let torch = "void (anonymous namespace)::elementwise_kernel_with_index<int, at::native::arange_cuda_out(\
+                     c10::Scalar const&)::{lambda()#1}>(int, F, R)";
+        assert_eq!(brief(torch), "elementwise_kernel_with_index");
+        let nested = "void at::native::index_elementwise_kernel<128, 4, void at::native::gpu_index_kernel<\
+                      void at::native::index_kernel_impl<at::native::OpaqueType<4> >(at::TensorIteratorBase&)>(F)";
+        assert_eq!(brief(nested), "index_elementwise_kernel");
+    }
+
+    #[test]
+    fn old_reports_without_new_fields_deserialize() {
+        let r = sample();
+        assert_eq!(
+            (
+                r.process.local_rank,
+                r.process.world_size,
+                r.process.job_id.as_deref()
+            ),
+            (None, None, None)
+        );
+        assert!(!r.streams[0].recent[0].synchronous);
+    }
+
+    #[test]
+    fn timeline_keeps_the_culprit_and_fits_100_columns() {
+        let text = render(&sample());
+        let start = text.find("timeline").expect("a timeline");
+        let lines: Vec<&str> = text[start..]
+            .lines()
+            .take_while(|l| !l.starts_with("stream "))
+            .collect();
+        assert!(lines.len() <= 13, "{}", lines.join("\n"));
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= 100),
+            "{}",
+            lines.join("\n")
+        );
+        assert!(
+            lines[1].contains("legacy") && lines[1].contains("0xabc"),
+            "{}",
+            lines[1]
+        );
+        let culprit = lines
+            .iter()
+            .find(|l| l.contains("<== CULPRIT"))
+            .expect("culprit row");
+        assert!(
+            culprit.contains("#2 k2") && culprit.contains("-98.000 ms"),
+            "{culprit}"
+        );
+        assert!(
+            lines.iter().any(|l| l.contains("... 4 more ops")),
+            "{}",
+            lines.join("\n")
+        );
+        let last = lines.last().unwrap();
+        assert!(
+            last.contains("cuMemcpyDtoH_v2") && last.contains("REPORTED HERE"),
+            "{last}"
+        );
+        // Each op appears once, in launch order.
+        assert_eq!(text.matches("#12 k12").count(), 1);
+    }
 }

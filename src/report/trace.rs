@@ -9,7 +9,7 @@
 //!
 //! Built from the report model only (serde and std).
 
-use super::model::{Op, Report};
+use super::model::{Frame, Op, Report};
 use super::text::{op_brief, recorded_ops};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -24,8 +24,8 @@ fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
-fn stack_lines(o: &Op) -> Vec<String> {
-    o.stack
+fn stack_lines(stack: &[Frame]) -> Vec<String> {
+    stack
         .iter()
         .map(|f| {
             let func = f.function.as_deref().unwrap_or("??");
@@ -47,12 +47,23 @@ struct Track<'a> {
 /// One track per stream of the report, in its order, then any other stream an op names (the
 /// culprit of a launch the driver refused may be on none of them).
 fn tracks(r: &Report) -> Vec<Track<'_>> {
-    let mut tracks: Vec<Track> =
-        r.streams.iter().map(|s| Track { name: &s.stream, device: s.device, ops: Vec::new() }).collect();
+    let mut tracks: Vec<Track> = r
+        .streams
+        .iter()
+        .map(|s| Track {
+            name: &s.stream,
+            device: s.device,
+            ops: Vec::new(),
+        })
+        .collect();
     for (o, culprit) in recorded_ops(r) {
         match tracks.iter_mut().find(|t| t.name == o.stream) {
             Some(t) => t.ops.push((o, culprit)),
-            None => tracks.push(Track { name: &o.stream, device: o.device, ops: vec![(o, culprit)] }),
+            None => tracks.push(Track {
+                name: &o.stream,
+                device: o.device,
+                ops: vec![(o, culprit)],
+            }),
         }
     }
     tracks.retain(|t| !t.ops.is_empty());
@@ -64,7 +75,12 @@ pub fn build(r: &Report) -> Value {
     let pid = r.process.pid;
     let end_ns = r.reporting_call.time_ns;
     let mut events = Vec::new();
-    let program = r.process.argv.first().map(|a| a.rsplit('/').next().unwrap_or(a)).unwrap_or("program");
+    let program = r
+        .process
+        .argv
+        .first()
+        .map(|a| a.rsplit('/').next().unwrap_or(a))
+        .unwrap_or("program");
     events.push(json!({
         "name": "process_name", "ph": "M", "pid": pid, "tid": 0, "ts": 0,
         "args": { "name": format!("{program} (rank {}, pid {pid}, {})", r.process.rank, r.process.host) },
@@ -75,10 +91,17 @@ pub fn build(r: &Report) -> Value {
     }));
 
     let tracks = tracks(r);
-    let mut threads: BTreeSet<u32> = tracks.iter().flat_map(|t| t.ops.iter().map(|(o, _)| o.thread)).collect();
+    let mut threads: BTreeSet<u32> = tracks
+        .iter()
+        .flat_map(|t| t.ops.iter().map(|(o, _)| o.thread))
+        .collect();
     threads.insert(r.reporting_call.thread);
     for (i, &tid) in threads.iter().enumerate() {
-        let name = if tid == pid { format!("CPU thread {tid} (main)") } else { format!("CPU thread {tid}") };
+        let name = if tid == pid {
+            format!("CPU thread {tid} (main)")
+        } else {
+            format!("CPU thread {tid}")
+        };
         events.push(json!({ "name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "ts": 0, "args": { "name": name } }));
         events.push(json!({
             "name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "ts": 0, "args": { "sort_index": i },
@@ -114,7 +137,10 @@ pub fn build(r: &Report) -> Value {
                 args["kernel"] = json!(k);
             }
             if !o.stack.is_empty() {
-                args["stack"] = json!(stack_lines(o));
+                args["stack"] = json!(stack_lines(&o.stack));
+            }
+            if !o.python_stack.is_empty() {
+                args["python_stack"] = json!(stack_lines(&o.python_stack));
             }
             let mut slice = json!({
                 "name": name, "cat": "gpu", "ph": "X", "pid": pid, "tid": tid,
@@ -163,4 +189,63 @@ pub fn build(r: &Report) -> Value {
             "host": r.process.host,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::text::tests::sample;
+
+    #[test]
+    fn one_track_per_thread_and_stream_and_one_culprit() {
+        let t = build(&sample());
+        let events = t["traceEvents"].as_array().unwrap();
+        for e in events {
+            for k in ["name", "ph", "pid", "tid", "ts"] {
+                assert!(e.get(k).is_some(), "{k} missing in {e}");
+            }
+            if e["ph"] == "X" {
+                assert!(e["dur"].as_f64().unwrap() >= 0.0, "{e}");
+            }
+        }
+        let culprits: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["args"]["culprit"] == true)
+            .collect();
+        assert_eq!(culprits.len(), 1);
+        assert_eq!(culprits[0]["name"], "CULPRIT #2 k2");
+        // #2 lasts until #3's launch (1 ms later); every op listed has a slice (#1 of legacy is not).
+        assert_eq!(culprits[0]["dur"].as_f64().unwrap(), 1000.0);
+        assert_eq!(events.iter().filter(|e| e["ph"] == "X").count(), 10 + 2);
+        let names: Vec<&str> = events
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .map(|e| e["args"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "CPU thread 42 (main)",
+                "GPU stream legacy (device 0)",
+                "GPU stream 0xabc (device 0)"
+            ]
+        );
+        let reported: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["name"].as_str().unwrap().starts_with("REPORTED HERE"))
+            .collect();
+        assert_eq!(reported.len(), 1);
+        assert_eq!(
+            (reported[0]["ph"].as_str(), reported[0]["tid"].as_u64()),
+            (Some("i"), Some(42))
+        );
+        // The last op of a stream ends at the error.
+        let last = events.iter().find(|e| e["name"] == "#12 k12").unwrap();
+        assert_eq!(
+            last["ts"].as_f64().unwrap() + last["dur"].as_f64().unwrap(),
+            T_US
+        );
+    }
+
+    const T_US: f64 = 1_700_000_000_000_000_000u64 as f64 / 1000.0;
 }

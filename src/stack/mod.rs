@@ -63,6 +63,7 @@ impl NativeStack {
 pub use crate::report::model::Frame;
 
 #[cfg(target_arch = "x86_64")]
+pub mod python;
 pub mod unwind;
 
 /// Base address of the module holding `addr` and its path.

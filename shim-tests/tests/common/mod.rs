@@ -13,12 +13,19 @@ use std::sync::OnceLock;
 /// `target/<profile>`: where cargo put this test binary's siblings.
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test exe");
-    exe.parent().and_then(Path::parent).expect("target/<profile>/deps").to_path_buf()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_path_buf()
 }
 
 pub fn shim() -> PathBuf {
     let p = target_dir().join("libcudablame.so");
-    assert!(p.exists(), "{} missing: run `cargo build --release --workspace` (scripts/test.sh)", p.display());
+    assert!(
+        p.exists(),
+        "{} missing: run `cargo build --release --workspace` (scripts/test.sh)",
+        p.display()
+    );
     p
 }
 
@@ -27,7 +34,11 @@ pub fn driver_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let fake = target_dir().join("libfakecuda.so");
-        assert!(fake.exists(), "{} missing: run `cargo build --release --workspace`", fake.display());
+        assert!(
+            fake.exists(),
+            "{} missing: run `cargo build --release --workspace`",
+            fake.display()
+        );
         let dir = scratch().join("driver");
         std::fs::create_dir_all(&dir).unwrap();
         for name in ["libcuda.so.1", "libcuda.so"] {
@@ -42,7 +53,12 @@ pub fn driver_dir() -> &'static Path {
 pub fn scratch() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let name = std::env::current_exe().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+        let name = std::env::current_exe()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let dir = target_dir().join("shim-tests-scratch").join(name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -59,15 +75,26 @@ pub fn programs_dir() -> PathBuf {
 pub fn compile(name: &str, link_cuda: bool) -> PathBuf {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let out = scratch().join(if link_cuda { format!("{name}-linked") } else { name.to_string() });
+    let out = scratch().join(if link_cuda {
+        format!("{name}-linked")
+    } else {
+        name.to_string()
+    });
     if out.exists() {
         return out;
     }
     let src = programs_dir().join(format!("{name}.c"));
     let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
-    cc.args(["-g", "-O1", "-fno-inline", "-Wall", "-o"]).arg(&out).arg(&src).arg("-I").arg(programs_dir());
+    cc.args(["-g", "-O1", "-fno-inline", "-Wall", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .arg("-I")
+        .arg(programs_dir());
     if link_cuda {
-        cc.arg("-L").arg(driver_dir()).arg("-lcuda").arg(format!("-Wl,-rpath,{}", driver_dir().display()));
+        cc.arg("-L")
+            .arg(driver_dir())
+            .arg("-lcuda")
+            .arg(format!("-Wl,-rpath,{}", driver_dir().display()));
     }
     cc.args(["-ldl", "-lpthread"]);
     let st = cc.status().expect("run cc");
@@ -91,7 +118,9 @@ pub fn run(program: &Path, args: &[&str], shim_on: bool, env: &[(&str, &str)]) -
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let report_path = scratch().join(format!("report-{n}.json"));
     let mut cmd = Command::new(program);
-    cmd.args(args).env("LD_LIBRARY_PATH", driver_dir()).env_remove("LD_PRELOAD");
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", driver_dir())
+        .env_remove("LD_PRELOAD");
     cmd.env("CUDABLAME_REPORT", &report_path);
     for (k, v) in env {
         cmd.env(k, v);
@@ -100,7 +129,9 @@ pub fn run(program: &Path, args: &[&str], shim_on: bool, env: &[(&str, &str)]) -
         cmd.env("LD_PRELOAD", shim());
     }
     let out = cmd.output().expect("run test program");
-    let report = std::fs::read(&report_path).ok().map(|b| serde_json::from_slice(&b).expect("report is JSON"));
+    let report = std::fs::read(&report_path)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).expect("report is JSON"));
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -113,7 +144,12 @@ pub fn run(program: &Path, args: &[&str], shim_on: bool, env: &[(&str, &str)]) -
 impl Run {
     pub fn report(&self) -> &Value {
         self.report.as_ref().unwrap_or_else(|| {
-            panic!("no report at {}\nstdout:\n{}\nstderr:\n{}", self.report_path.display(), self.stdout, self.stderr)
+            panic!(
+                "no report at {}\nstdout:\n{}\nstderr:\n{}",
+                self.report_path.display(),
+                self.stdout,
+                self.stderr
+            )
         })
     }
 
@@ -141,6 +177,10 @@ impl Run {
 pub fn functions(stack: &Value) -> Vec<String> {
     stack
         .as_array()
-        .map(|a| a.iter().filter_map(|f| f["function"].as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f["function"].as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }

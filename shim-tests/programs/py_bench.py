@@ -1,0 +1,108 @@
+"""Host cost per launch as seen from Python: N launches of a fake kernel through ctypes, made from
+a function DEPTH Python frames deep (the launching frame counted, <module> too).
+
+Usage: python3 py_bench.py DEPTH N [KERNEL [LOOP]]   against the fake driver, with and without the
+shim, CUDABLAME_PYTHON=off and on, to isolate the cost of Python-frame capture. KERNEL:
+  refused (default)  every launch is refused synchronously by the fake driver (launch_error=1):
+                     the hook records the op as usual (stacks, stream lookup) but nothing is queued,
+                     so no driver worker thread competes for the CPU and the numbers are stable.
+                     cudablame reports the first refusal (run with CUDABLAME_TEXT=off
+                     CUDABLAME_REPORT=off) and only counts the rest.
+  empty              an empty kernel, really queued on the fake driver's stream worker.
+LOOP:
+  python (default)   one ctypes call per launch (about 1 us of ctypes overhead each).
+  c                  one ctypes call into py_bench_loop.c (built here with cc), which launches N
+                     times from C with the GIL released and the Python frames in place: the
+                     hook's own cost without ctypes noise.
+Prints launch_ns=<mean ns per launch>, best_batch_ns=<ns per launch in the fastest batch of 1000>
+and frames=<Python frames at the launch>.
+"""
+import ctypes
+import sys
+import time
+
+cuda = ctypes.CDLL("libcuda.so.1")
+cuda.cuModuleGetFunction.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p]
+cuda.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+
+
+IMAGE = b"// fake: empty\n// fake: refused launch_error=1\n.entry empty(\n.entry refused(\n"
+
+
+def setup(kernel):
+    dev, ctx, mod, fn = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    assert cuda.cuInit(0) == 0
+    assert cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+    assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+    assert cuda.cuCtxSetCurrent(ctx) == 0
+    assert cuda.cuModuleLoadData(ctypes.byref(mod), IMAGE) == 0
+    assert cuda.cuModuleGetFunction(ctypes.byref(fn), mod, kernel.encode()) == 0
+    return fn
+
+
+def frames_here():
+    f, n = sys._getframe(1), 0
+    while f is not None:
+        n, f = n + 1, f.f_back
+    return n
+
+
+BATCH = 1000
+
+
+def loop(fn, n):
+    """Mean and fastest-batch ns per launch (the fastest batch of BATCH launches filters out
+    interrupts and other tenants of a shared machine)."""
+    launch = cuda.cuLaunchKernel
+    depth = frames_here()
+    clock = time.perf_counter_ns
+    batches = []
+    for _ in range(max(1, n // BATCH)):
+        t0 = clock()
+        for _ in range(BATCH):
+            launch(fn, 1, 1, 1, 32, 1, 1, 0, None, None, None)
+        batches.append(clock() - t0)
+    cuda.cuCtxSynchronize()
+    return sum(batches) / (len(batches) * BATCH), min(batches) / BATCH, depth
+
+
+def c_loop(fn, n):
+    """The launches made from C (py_bench_loop.c), as under one PyTorch op."""
+    import os
+    import subprocess
+    import tempfile
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    so = os.path.join(tempfile.mkdtemp(), "py_bench_loop.so")
+    subprocess.check_call(["cc", "-O2", "-shared", "-fPIC", "-o", so, os.path.join(here, "py_bench_loop.c")])
+    lib = ctypes.CDLL(so)
+    lib.launch_loop.restype = ctypes.c_double
+    lib.launch_loop.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    launch = ctypes.cast(cuda.cuLaunchKernel, ctypes.c_void_p)
+    depth = frames_here()
+    lib.launch_loop(launch, fn, BATCH * 10, BATCH)  # warm up
+    best = lib.launch_loop(launch, fn, n, BATCH)
+    cuda.cuCtxSynchronize()
+    return best, best, depth
+
+
+def deeper(remaining, fn, n, body):
+    if remaining <= 0:
+        return body(fn, n)
+    return deeper(remaining - 1, fn, n, body)
+
+
+def main():
+    depth, n = int(sys.argv[1]), int(sys.argv[2])
+    fn = setup(sys.argv[3] if len(sys.argv) > 3 else "refused")
+    body = c_loop if len(sys.argv) > 4 and sys.argv[4] == "c" else loop
+    loop(fn, 1000)  # warm up: first sight of every code object, driver queues
+    # <module>, main, deeper (k + 1 frames for k), the loop
+    mean, best, frames = deeper(depth - 4, fn, n, body)
+    print(f"launch_ns={mean:.1f}")
+    print(f"best_batch_ns={best:.1f}")
+    print(f"frames={frames}")
+
+
+if __name__ == "__main__":
+    main()

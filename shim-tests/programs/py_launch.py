@@ -1,0 +1,159 @@
+"""Python launches against the fake driver, for cudablame's Python-frame tests (tests/python.rs).
+
+Usage: python3 py_launch.py SCENARIO [WORKDIR]
+  main      good kernels, then the faulting one from launch_bad() called by step(), on the main
+            thread; main() synchronizes (the reporting call).
+  thread    the same step() on a threading.Thread; the main thread synchronizes after join().
+  backward  a stand-in for torch's backward pass (a package named torch written under
+            WORKDIR/site-packages): the caller launches the initial gradient inside
+            torch.autograd.backward(), then blocks while a worker thread named pt_autograd_0 runs
+            a custom backward written in Python, which launches the faulting kernel.
+
+ctypes releases the GIL around each foreign call, like PyTorch around its op dispatch. Lines the
+test looks for carry a "# @name" marker. Prints key=value lines: pid, main_tid, launch_tid,
+sync_rc, and callers (the frames above launch_bad as Python itself sees them).
+"""
+import ctypes
+import os
+import sys
+import threading
+
+cuda = ctypes.CDLL("libcuda.so.1")
+cuda.cuModuleGetFunction.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p]
+cuda.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+cuda.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
+
+MODULE = (
+    b"// fake: good\n"
+    b"// fake: bad fault=700\n"
+    b".visible .entry good(\n"
+    b".visible .entry bad(\n"
+)
+
+ctx = ctypes.c_void_p()
+good = ctypes.c_void_p()
+bad = ctypes.c_void_p()
+
+
+def check(what, rc):
+    if rc != 0:
+        print(f"setup_failed={what} rc={rc}", flush=True)
+        sys.exit(3)
+
+
+def setup():
+    dev = ctypes.c_int()
+    mod = ctypes.c_void_p()
+    check("cuInit", cuda.cuInit(0))
+    check("cuDeviceGet", cuda.cuDeviceGet(ctypes.byref(dev), 0))
+    check("cuDevicePrimaryCtxRetain", cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
+    check("cuCtxSetCurrent", cuda.cuCtxSetCurrent(ctx))
+    check("cuModuleLoadData", cuda.cuModuleLoadData(ctypes.byref(mod), MODULE))
+    check("good", cuda.cuModuleGetFunction(ctypes.byref(good), mod, b"good"))
+    check("bad", cuda.cuModuleGetFunction(ctypes.byref(bad), mod, b"bad"))
+
+
+def launch_good():
+    check("launch good", cuda.cuLaunchKernel(good, 1, 1, 1, 32, 1, 1, 0, None, None, None))  # @launch_good
+
+
+def callers():
+    """The frames above the caller as Python sees them, outermost last: file:line:name."""
+    f, out = sys._getframe(2), []
+    while f is not None:
+        out.append(f"{f.f_code.co_filename}:{f.f_lineno}:{f.f_code.co_name}")
+        f = f.f_back
+    return "|".join(out)
+
+
+def launch_bad():
+    print(f"callers={callers()}", flush=True)
+    return cuda.cuLaunchKernel(bad, 8, 1, 1, 256, 1, 1, 0, None, None, None)  # @launch_bad
+
+
+def step():
+    launch_good()
+    launch_good()
+    launch_bad()  # @step
+
+
+def in_thread():
+    print(f"launch_tid={threading.get_native_id()}", flush=True)
+    check("thread context", cuda.cuCtxSetCurrent(ctx))
+    step()
+
+
+# The torch stand-in: file names and function names as torch has them, which is what cudablame
+# recognizes (torch/autograd/__init__.py backward, torch/autograd/function.py apply).
+FAKE_TORCH = {
+    "torch/__init__.py": "from . import autograd\n",
+    "torch/autograd/__init__.py": (
+        "import threading\n"
+        "from . import function\n"
+        "\n"
+        "def backward(make_grad, node):\n"
+        "    make_grad()  # like ones_like() in _make_grads\n"
+        "    worker = threading.Thread(target=function.worker_main, args=(node,))\n"
+        "    worker.start()\n"
+        "    worker.join()  # like run_backward: the caller waits while the engine works\n"
+    ),
+    "torch/autograd/function.py": (
+        "import ctypes\n"
+        "\n"
+        "def worker_main(node):\n"
+        "    ctypes.CDLL(None).prctl(15, b'pt_autograd_0', 0, 0, 0)  # PR_SET_NAME, like Engine::thread_init\n"
+        "    apply(node)\n"
+        "\n"
+        "def apply(node):  # like BackwardCFunction.apply\n"
+        "    return node()\n"
+    ),
+}
+
+
+def write_fake_torch(workdir):
+    site = os.path.join(workdir, "site-packages")
+    for rel, text in FAKE_TORCH.items():
+        path = os.path.join(site, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+    sys.path.insert(0, site)
+
+
+def custom_backward():
+    print(f"launch_tid={threading.get_native_id()}", flush=True)
+    check("worker context", cuda.cuCtxSetCurrent(ctx))
+    launch_bad()  # @custom_backward
+
+
+def train_step(torch):
+    torch.autograd.backward(launch_good, custom_backward)  # @backward_call
+
+
+def main():
+    scenario = sys.argv[1] if len(sys.argv) > 1 else "main"
+    print(f"pid={os.getpid()}", flush=True)
+    print(f"main_tid={threading.get_native_id()}", flush=True)
+    setup()
+    if scenario == "main":
+        print(f"launch_tid={threading.get_native_id()}", flush=True)
+        step()
+    elif scenario == "thread":
+        t = threading.Thread(target=in_thread)
+        t.start()
+        t.join()
+    elif scenario == "backward":
+        write_fake_torch(sys.argv[2])
+        import torch
+
+        train_step(torch)
+    else:
+        print(f"unknown scenario {scenario}")
+        return 4
+    rc = cuda.cuCtxSynchronize()  # @sync
+    print(f"sync_rc={rc}", flush=True)
+    return 0 if rc == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

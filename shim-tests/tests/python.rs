@@ -1,0 +1,398 @@
+//! Python frames: python3 scripts launch through ctypes (which releases the GIL around the foreign
+//! call, like PyTorch) against the fake driver under the shim, and the report must name the
+//! launching Python line, innermost first, for the culprit and for the reporting call.
+//! `programs/py_launch.py` holds the scenarios; its `# @name` comments mark the lines checked.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn script() -> PathBuf {
+    programs_dir().join("py_launch.py")
+}
+
+/// The line of the `# @name` marker in py_launch.py.
+fn marker(name: &str) -> u64 {
+    let text = std::fs::read_to_string(script()).unwrap();
+    let tag = format!("# @{name}");
+    let hits: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim_end().ends_with(&tag))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(hits.len(), 1, "marker {tag} in py_launch.py");
+    hits[0] as u64
+}
+
+/// An interpreter to run the scripts with: `what` says which (version, shared or static).
+struct Python {
+    exe: PathBuf,
+    what: String,
+    version: (u32, u32),
+}
+
+/// Asks an interpreter what it is: `Some` for CPython 3.x with the GIL.
+fn probe(exe: &Path) -> Option<(Python, PathBuf)> {
+    let code = "import sys, os; \
+        print(sys.implementation.name, sys.version_info[0], sys.version_info[1], \
+        int(any('libpython' in l for l in open('/proc/self/maps'))), \
+        int(getattr(sys, '_is_gil_enabled', lambda: True)()), os.path.realpath(sys.executable))";
+    let out = Command::new(exe).args(["-c", code]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let f: Vec<&str> = text.split_whitespace().collect();
+    if !out.status.success() || f.len() < 6 || f[0] != "cpython" || f[4] != "1" {
+        return None;
+    }
+    let version = (f[1].parse().ok()?, f[2].parse().ok()?);
+    let linkage = if f[3] == "1" {
+        "shared libpython"
+    } else {
+        "static"
+    };
+    let what = format!(
+        "CPython {}.{} ({linkage}, {})",
+        version.0,
+        version.1,
+        exe.display()
+    );
+    Some((
+        Python {
+            exe: exe.to_path_buf(),
+            what,
+            version,
+        },
+        PathBuf::from(f[5]),
+    ))
+}
+
+/// `python3` from PATH, as CI has it (3.11). Panics if there is none: these tests need it.
+fn python3() -> Python {
+    probe(Path::new("python3"))
+        .map(|p| p.0)
+        .expect("python3 (CPython with the GIL) is needed for the Python-frame tests")
+}
+
+/// Every CPython 3.10 to 3.13 found on this machine (PATH, pyenv, /usr/bin, /usr/local/bin),
+/// each executable once.
+fn installed_pythons() -> Vec<Python> {
+    let mut candidates: Vec<PathBuf> = vec!["python3".into()];
+    for minor in 10..=13 {
+        candidates.push(format!("python3.{minor}").into());
+        candidates.push(format!("/usr/bin/python3.{minor}").into());
+        candidates.push(format!("/usr/local/bin/python3.{minor}").into());
+    }
+    let pyenv = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".pyenv")));
+    if let Some(Ok(dirs)) = pyenv.map(|p| std::fs::read_dir(p.join("versions"))) {
+        for d in dirs.flatten() {
+            let name = d.file_name().to_string_lossy().into_owned();
+            let mut parts = name.split('.');
+            if let (Some("3"), Some(minor)) = (parts.next(), parts.next()) {
+                candidates.push(d.path().join("bin").join(format!("python3.{minor}")));
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    let mut found = Vec::new();
+    for c in candidates {
+        if let Some((p, real)) = probe(&c) {
+            if (10..=13).contains(&p.version.1) && p.version.0 == 3 && !seen.contains(&real) {
+                seen.push(real);
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+fn run_py(py: &Python, scenario: &str, env: &[(&str, &str)]) -> Run {
+    let work = tempfile::tempdir_in(scratch()).unwrap();
+    let script = script();
+    let r = run(
+        &py.exe,
+        &[
+            script.to_str().unwrap(),
+            scenario,
+            work.path().to_str().unwrap(),
+        ],
+        true,
+        env,
+    );
+    assert_eq!(
+        r.printed("sync_rc"),
+        "700",
+        "{}: {}\n{}",
+        py.what,
+        r.stdout,
+        r.stderr
+    );
+    r
+}
+
+fn frame(f: &Value) -> (String, String, u64) {
+    (
+        f["function"].as_str().unwrap_or("").to_string(),
+        f["file"].as_str().unwrap_or("").to_string(),
+        f["line"].as_u64().unwrap_or(0),
+    )
+}
+
+/// The checks every scenario shares: the culprit is `bad`, its innermost Python frame is the
+/// launch call in launch_bad(), and every frame above it is what Python itself reported
+/// (`callers=` in the output: file, line and name of each caller); the reporting call's frame is
+/// the cuCtxSynchronize line of main(). Returns the culprit op.
+fn assert_python_frames(py: &Python, r: &Run) -> Value {
+    let who = &py.what;
+    let script = script().to_string_lossy().into_owned();
+    let op = r.culprit().clone();
+    assert_eq!(op["kernel"], "bad", "{who}: {}", r.stderr);
+    assert_eq!(op["thread"].to_string(), r.printed("launch_tid"), "{who}");
+    let stack = op["python_stack"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{who}: no python_stack: {op}"));
+    assert!(!stack.is_empty(), "{who}: empty python_stack\n{}", r.stderr);
+    assert_eq!(
+        frame(&stack[0]),
+        ("launch_bad".into(), script.clone(), marker("launch_bad")),
+        "{who}: {stack:?}"
+    );
+    let printed = r.printed("callers");
+    let callers: Vec<&str> = printed.split('|').collect();
+    for (i, c) in callers.iter().enumerate() {
+        let (file_line, name) = c.rsplit_once(':').unwrap();
+        let (file, line) = file_line.rsplit_once(':').unwrap();
+        let (f_name, f_file, f_line) = frame(&stack[i + 1]);
+        // `function` is the qualified name (3.11+: `Thread.run`), Python printed `co_name`.
+        assert_eq!(
+            f_name.rsplit('.').next(),
+            Some(name),
+            "{who}: frame {} of {stack:?}",
+            i + 1
+        );
+        assert_eq!(
+            (f_file.as_str(), f_line.to_string().as_str()),
+            (file, line),
+            "{who}: frame {} of {stack:?}",
+            i + 1
+        );
+    }
+    let rep = &r.report()["reporting_call"];
+    assert_eq!(rep["entry_point"], "cuCtxSynchronize");
+    assert_eq!(rep["thread"].to_string(), r.printed("main_tid"));
+    let rstack = rep["python_stack"].as_array().unwrap();
+    assert_eq!(
+        frame(&rstack[0]),
+        ("main".into(), script, marker("sync")),
+        "{who}: {rstack:?}"
+    );
+    assert_eq!(frame(&rstack[1]).0, "<module>", "{who}");
+    assert!(
+        rep.get("python_note").is_none(),
+        "{who}: {}",
+        rep["python_note"]
+    );
+    op
+}
+
+#[test]
+fn culprit_python_line_on_the_main_thread() {
+    let py = python3();
+    let r = run_py(&py, "main", &[]);
+    let op = assert_python_frames(&py, &r);
+    let stack = op["python_stack"].as_array().unwrap();
+    assert_eq!(
+        frame(&stack[1]),
+        (
+            "step".into(),
+            script().to_string_lossy().into_owned(),
+            marker("step")
+        )
+    );
+    assert_eq!(frame(&stack[2]).0, "main");
+    assert_eq!(
+        stack.len(),
+        4,
+        "launch_bad, step, main, <module>: {stack:?}"
+    );
+    assert!(op.get("python_stack_from_thread").is_none());
+    assert_eq!(r.report()["culprit"]["confidence"], "exact");
+    // Earlier ops in the stream listing carry no stacks; the culprit's native stack is still there.
+    assert!(!op["stack"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn culprit_python_line_on_a_threading_thread() {
+    let py = python3();
+    let r = run_py(&py, "thread", &[]);
+    let op = assert_python_frames(&py, &r);
+    assert_ne!(r.printed("launch_tid"), r.printed("main_tid"));
+    let stack = op["python_stack"].as_array().unwrap();
+    assert_eq!(frame(&stack[1]).0, "step");
+    assert_eq!(frame(&stack[2]).0, "in_thread");
+    assert!(frame(&stack[3]).1.ends_with("threading.py"), "{stack:?}");
+    assert!(op.get("python_stack_from_thread").is_none());
+}
+
+#[test]
+fn python_off_gives_empty_python_stacks() {
+    let py = python3();
+    let r = run_py(&py, "main", &[("CUDABLAME_PYTHON", "off")]);
+    assert_eq!(r.culprit()["kernel"], "bad");
+    assert_eq!(r.culprit()["python_stack"], serde_json::json!([]));
+    assert_eq!(
+        r.report()["reporting_call"]["python_stack"],
+        serde_json::json!([])
+    );
+    assert!(r.report()["reporting_call"].get("python_note").is_none());
+    assert!(
+        !r.stderr.contains("python, innermost first"),
+        "{}",
+        r.stderr
+    );
+    // The native stack is unaffected.
+    assert!(!r.culprit()["stack"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn depth_limit_keeps_the_innermost_frames() {
+    let py = python3();
+    let r = run_py(&py, "main", &[("CUDABLAME_PYTHON_DEPTH", "2")]);
+    let stack = r.culprit()["python_stack"].as_array().unwrap().clone();
+    assert_eq!(frame(&stack[0]).0, "launch_bad");
+    assert_eq!(frame(&stack[1]).0, "step");
+    assert_eq!(
+        stack.len(),
+        3,
+        "two frames and the truncation mark: {stack:?}"
+    );
+    assert!(frame(&stack[2]).0.contains("CUDABLAME_PYTHON_DEPTH"));
+}
+
+/// The backward pass, with a stand-in for torch: the caller launches the initial gradient inside
+/// `torch.autograd.backward` (torch/autograd/__init__.py), then waits while a thread named
+/// `pt_autograd_0` runs a custom backward written in Python that launches the faulting kernel.
+/// The culprit shows the worker's own frames, then the caller's, marked as borrowed.
+fn assert_backward(py: &Python, r: &Run) {
+    let who = &py.what;
+    let op = assert_python_frames(py, r);
+    let stack = op["python_stack"].as_array().unwrap();
+    let script = script().to_string_lossy().into_owned();
+    assert_eq!(
+        frame(&stack[1]),
+        (
+            "custom_backward".into(),
+            script.clone(),
+            marker("custom_backward")
+        ),
+        "{who}"
+    );
+    assert!(
+        frame(&stack[2])
+            .1
+            .ends_with("site-packages/torch/autograd/function.py"),
+        "{who}: {stack:?}"
+    );
+    assert_eq!(
+        op["python_stack_from_thread"].to_string(),
+        r.printed("main_tid"),
+        "{who}: {op}"
+    );
+    let at = op["python_stack_borrowed_from"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{who}: no borrowed frames: {op}")) as usize;
+    let borrowed: Vec<(String, String, u64)> = stack[at..].iter().map(frame).collect();
+    assert_eq!(
+        borrowed[0],
+        ("launch_good".into(), script.clone(), marker("launch_good")),
+        "{who}: {borrowed:?}"
+    );
+    assert_eq!(borrowed[1].0, "backward", "{who}");
+    assert!(
+        borrowed[1]
+            .1
+            .ends_with("site-packages/torch/autograd/__init__.py"),
+        "{who}: {borrowed:?}"
+    );
+    assert_eq!(
+        borrowed[2],
+        ("train_step".into(), script, marker("backward_call")),
+        "{who}: {borrowed:?}"
+    );
+    assert_eq!(borrowed.last().unwrap().0, "<module>", "{who}");
+    // The worker's own frames are exactly those Python printed (checked above): the borrowed
+    // ones start right after them.
+    assert_eq!(
+        at,
+        r.printed("callers").split('|').count() + 1,
+        "{who}: {stack:?}"
+    );
+}
+
+#[test]
+fn backward_worker_shows_its_frames_then_the_callers() {
+    let py = python3();
+    let r = run_py(&py, "backward", &[]);
+    assert_backward(&py, &r);
+    // The text report: own frames first, torch and threading frames folded, the borrowed part said.
+    let t = &r.stderr;
+    let script = script().to_string_lossy().into_owned();
+    assert!(
+        t.contains(&format!(
+            "#0  launch_bad at {script}:{}",
+            marker("launch_bad")
+        )),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!(
+            "#1  custom_backward at {script}:{}",
+            marker("custom_backward")
+        )),
+        "{t}"
+    );
+    assert!(t.contains("... 2 frames in torch"), "{t}");
+    assert!(t.contains("frames in python"), "{t}");
+    assert!(
+        t.contains(&format!(
+            "frames of thread {}, which called backward()",
+            r.printed("main_tid")
+        )),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!(
+            "train_step at {script}:{}",
+            marker("backward_call")
+        )),
+        "{t}"
+    );
+    // Python frames come before the native ones.
+    let py_at = t.find("#0  launch_bad").unwrap();
+    let native_at = t[py_at..].find("[").map(|i| py_at + i).unwrap();
+    assert!(py_at < native_at);
+}
+
+/// Every CPython 3.10 to 3.13 this machine has (pyenv's and the system's, shared and static
+/// builds): the same exact frames from each, which checks the per-version layouts and line tables.
+#[test]
+fn every_installed_cpython_version() {
+    let pythons = installed_pythons();
+    let versions: Vec<&str> = pythons.iter().map(|p| p.what.as_str()).collect();
+    eprintln!("interpreters tested: {versions:#?}");
+    assert!(
+        pythons.iter().any(|p| p.version == python3().version),
+        "{versions:?}"
+    );
+    for py in &pythons {
+        let r = run_py(py, "main", &[]);
+        assert_python_frames(py, &r);
+        let r = run_py(py, "thread", &[]);
+        assert_python_frames(py, &r);
+        let r = run_py(py, "backward", &[]);
+        assert_backward(py, &r);
+    }
+}

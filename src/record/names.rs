@@ -1,0 +1,77 @@
+//! Kernel names by handle: the name the program looked the handle up by (`cuModuleGetFunction`,
+//! `cuLibraryGetKernel`), else the driver's answer at first launch (`cuFuncGetName`, then
+//! `cuKernelGetName`). Kept because the driver does not always answer after a sticky error (on the
+//! H200 functions of a module loaded with `cuModuleLoadData` came back unnamed). Per launch this
+//! costs one thread-local set lookup.
+
+use crate::real::Driver;
+use parking_lot::RwLock;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::LazyLock;
+
+/// Hashes pointer-sized keys by one multiplication (handles are already well spread).
+#[derive(Default)]
+pub struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type Fast = BuildHasherDefault<AddressHasher>;
+
+/// Mangled names by kernel handle (`None`: the driver did not say).
+static NAMES: LazyLock<RwLock<HashMap<usize, Option<String>, Fast>>> = LazyLock::new(Default::default);
+
+thread_local! {
+    static SEEN: RefCell<HashSet<usize, Fast>> = RefCell::new(HashSet::default());
+}
+
+/// Called for every kernel launch: names `handle` the first time this thread sees it.
+#[inline]
+pub fn note(driver: &Driver, handle: usize) {
+    let new = SEEN.with(|s| s.borrow_mut().insert(handle));
+    if new && !matches!(NAMES.read().get(&handle), Some(Some(_))) {
+        if let Some(name) = driver.kernel_name(handle) {
+            set(handle, name);
+        }
+    }
+}
+
+/// Records the name the program looked a handle up by (`cuModuleGetFunction`, ...).
+pub fn set(handle: usize, name: String) {
+    NAMES.write().insert(handle, Some(name));
+}
+
+/// `handle` has the name of `of` (`cuKernelGetFunction`).
+pub fn alias(handle: usize, of: usize) {
+    let name = NAMES.read().get(&of).cloned().flatten();
+    if let Some(n) = name {
+        set(handle, n);
+    }
+}
+
+/// The mangled name of `handle`: from the cache, else from the driver now.
+pub fn name(driver: Option<&Driver>, handle: usize) -> Option<String> {
+    if let Some(Some(n)) = NAMES.read().get(&handle) {
+        return Some(n.clone());
+    }
+    driver.and_then(|d| d.kernel_name(handle))
+}
+
+/// Forgets the per-thread set and the names (a forked child, tests).
+pub fn clear() {
+    NAMES.write().clear();
+    SEEN.with(|s| s.borrow_mut().clear());
+}
