@@ -9,6 +9,10 @@
 //! - the driver symbols themselves ([`exports`]), for programs linked with `-lcuda`.
 //!
 //! Every export catches panics around cudablame's own work and always returns the real result.
+//!
+//! Safety of the exports: each is the C function of the same name and has exactly its contract
+//! (`dlsym(3)`, `cuda.h`); the program calls them as it would call the real ones.
+#![allow(clippy::missing_safety_doc)]
 
 pub mod exports;
 
@@ -28,7 +32,8 @@ thread_local! {
 #[inline]
 pub fn hook(ep: EntryPoint, describe: impl FnOnce() -> Call, call_real: impl FnOnce(usize) -> CUresult) -> CUresult {
     let real = real::driver().map(|d| d.real[ep as usize]).unwrap_or(0);
-    let real = if real != 0 { real } else { real::dlsym(libc::RTLD_NEXT, ep.c_name().as_ptr()) as usize };
+    // SAFETY: a pseudo-handle and a C string.
+    let real = if real != 0 { real } else { unsafe { real::dlsym(libc::RTLD_NEXT, ep.c_name().as_ptr()) as usize } };
     if real == 0 {
         return CUDA_ERROR_NOT_INITIALIZED;
     }
@@ -91,7 +96,8 @@ fn debug_resolution(how: &str, symbol: *const c_char, from: usize, to: usize) {
 /// Interposed `dlsym`: glibc's result, with hooked driver functions replaced by our wrappers.
 #[no_mangle]
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
-    let p = real::dlsym(handle, symbol);
+    // SAFETY: the program's own arguments, passed on.
+    let p = unsafe { real::dlsym(handle, symbol) };
     // Only names starting with "cu" can be driver functions: everything else returns at once.
     // SAFETY: symbol is NUL-terminated (dlsym's contract); the second byte is read only if the first is 'c'.
     if p.is_null() || symbol.is_null() || unsafe { *symbol != b'c' as c_char || *symbol.add(1) != b'u' as c_char } {
@@ -178,7 +184,8 @@ pub unsafe extern "C" fn cudaGetDriverEntryPoint(
     status: *mut c_uint,
 ) -> c_uint {
     type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void, u64, *mut c_uint) -> c_uint;
-    let real = real::dlsym(libc::RTLD_NEXT, c"cudaGetDriverEntryPoint".as_ptr());
+    // SAFETY: a pseudo-handle and a C string.
+    let real = unsafe { real::dlsym(libc::RTLD_NEXT, c"cudaGetDriverEntryPoint".as_ptr()) };
     if real.is_null() {
         return CUDA_ERROR_SYMBOL_NOT_FOUND_RT;
     }
@@ -200,7 +207,8 @@ pub unsafe extern "C" fn cudaGetDriverEntryPointByVersion(
     status: *mut c_uint,
 ) -> c_uint {
     type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_uint, u64, *mut c_uint) -> c_uint;
-    let real = real::dlsym(libc::RTLD_NEXT, c"cudaGetDriverEntryPointByVersion".as_ptr());
+    // SAFETY: a pseudo-handle and a C string.
+    let real = unsafe { real::dlsym(libc::RTLD_NEXT, c"cudaGetDriverEntryPointByVersion".as_ptr()) };
     if real.is_null() {
         return CUDA_ERROR_SYMBOL_NOT_FOUND_RT;
     }

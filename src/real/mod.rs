@@ -18,7 +18,10 @@ static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
 
 /// glibc's own `dlsym`. Versions tried: `GLIBC_2.34` (glibc >= 2.34, x86-64 and aarch64),
 /// `GLIBC_2.2.5` (older x86-64), `GLIBC_2.17` (older aarch64).
-pub fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+///
+/// # Safety
+/// As `dlsym(3)`: `handle` is a handle from `dlopen` or a pseudo-handle, `name` NUL-terminated.
+pub unsafe fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
     let mut f = REAL_DLSYM.load(Ordering::Acquire);
     if f == 0 {
         for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
@@ -110,7 +113,18 @@ fn find_driver(hint: usize) -> Option<*mut c_void> {
 }
 
 fn sym(handle: *mut c_void, name: &CStr) -> usize {
-    dlsym(handle, name.as_ptr()) as usize
+    // SAFETY: a handle from dlopen and a C string.
+    unsafe { dlsym(handle, name.as_ptr()) as usize }
+}
+
+/// A function pointer of type `F` at `address`, if not 0.
+///
+/// # Safety
+/// `F` must be the C function-pointer type of the function at `address`.
+unsafe fn as_fn<F: Copy>(address: usize) -> Option<F> {
+    debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<usize>());
+    // SAFETY: per the contract, a function pointer of the right type.
+    (address != 0).then(|| unsafe { std::mem::transmute_copy::<usize, F>(&address) })
 }
 
 macro_rules! own_fn {
@@ -118,7 +132,7 @@ macro_rules! own_fn {
         let mut p = 0usize;
         $( if p == 0 { p = sym($handle, $name); } )+
         // SAFETY: the symbol has the C signature of the field it is stored in (cuda.h).
-        if p == 0 { None } else { Some(unsafe { std::mem::transmute::<usize, _>(p) }) }
+        unsafe { as_fn(p) }
     }};
 }
 

@@ -73,9 +73,12 @@ impl Call {
     }
 
     /// `cuLaunchKernelEx`: grid, block, shared memory and stream come from the `CUlaunchConfig`.
-    pub fn kernel_ex(config: *const CUlaunchConfig, f: CUfunction) -> Call {
-        // SAFETY: the driver requires a valid config; a NULL one is passed through and its error
-        // observed like any other.
+    ///
+    /// # Safety
+    /// `config` is NULL or points to a `CUlaunchConfig` (the driver requires a valid one; a NULL
+    /// one is passed through and its error observed like any other).
+    pub unsafe fn kernel_ex(config: *const CUlaunchConfig, f: CUfunction) -> Call {
+        // SAFETY: per the contract.
         match unsafe { config.as_ref() } {
             Some(c) => Call::kernel(
                 f,

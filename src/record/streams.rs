@@ -171,8 +171,15 @@ const RETIRED_KEPT: usize = 64;
 static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(Default::default);
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 
-/// Marker slabs per context: `(host, device, next free slot)`.
-static MARKER_POOLS: LazyLock<Mutex<HashMap<usize, (usize, u64, usize)>>> = LazyLock::new(Default::default);
+/// A slab of marker slots: pinned host memory, its device address, the next free slot.
+struct Slab {
+    host: usize,
+    device: u64,
+    next: usize,
+}
+
+/// The current marker slab of each context.
+static MARKER_POOLS: LazyLock<Mutex<HashMap<usize, Slab>>> = LazyLock::new(Default::default);
 const SLOTS_PER_SLAB: usize = 512;
 
 thread_local! {
@@ -242,14 +249,14 @@ pub fn clear() {
 
 fn marker_slot(driver: &Driver, context: usize) -> Option<Marker> {
     let mut pools = MARKER_POOLS.lock();
-    let entry = pools.entry(context).or_insert((0, 0, SLOTS_PER_SLAB));
-    if entry.2 >= SLOTS_PER_SLAB {
+    let slab = pools.entry(context).or_insert(Slab { host: 0, device: 0, next: SLOTS_PER_SLAB });
+    if slab.next >= SLOTS_PER_SLAB {
         let (host, device) = real::alloc_marker_memory(driver, SLOTS_PER_SLAB * 8)?;
-        *entry = (host as usize, device, 0);
+        *slab = Slab { host: host as usize, device, next: 0 };
     }
-    let i = entry.2;
-    entry.2 += 1;
-    Some(Marker { host: (entry.0 + i * 8) as *const AtomicU64, device: entry.1 + (i * 8) as u64 })
+    let i = slab.next;
+    slab.next += 1;
+    Some(Marker { host: (slab.host + i * 8) as *const AtomicU64, device: slab.device + (i * 8) as u64 })
 }
 
 /// Copies every stream's state: the ring under its lock, the marker with a plain load.

@@ -365,7 +365,8 @@ static STATE: OnceLock<State> = OnceLock::new();
 static LAYOUT_MISMATCH: AtomicBool = AtomicBool::new(false);
 
 fn sym(name: &CStr) -> usize {
-    crate::real::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize
+    // SAFETY: a pseudo-handle and a C string.
+    unsafe { crate::real::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize }
 }
 
 /// `(major, minor)` from the running interpreter: `Py_Version` (3.11+), else the

@@ -192,7 +192,7 @@ pub fn capture(out: &mut [usize], now_ns: u64) -> usize {
     }
     let (lo, hi) = stack_bounds();
     let mut read_stack = |addr: u64| -> Result<u64, ()> {
-        if addr < lo || addr.saturating_add(8) > hi || addr % 8 != 0 {
+        if addr < lo || addr.saturating_add(8) > hi || !addr.is_multiple_of(8) {
             return Err(());
         }
         // SAFETY: within this thread's own stack, 8-byte aligned.
