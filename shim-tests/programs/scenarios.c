@@ -153,6 +153,18 @@ static int report_rc(const char *what, CUresult rc) {
     return rc == 0 ? 0 : 1;
 }
 
+__attribute__((noinline)) CUgraphExec capture_graph(CUstream s) {
+    CUgraph g;
+    CUgraphExec e;
+    check("begin capture", p_cuStreamBeginCapture(s, 0));
+    launch_warmup(s, 1);
+    launch_bad_kernel(oob_write, s);
+    launch_after(s, 1);
+    check("end capture", p_cuStreamEndCapture(s, &g));
+    check("instantiate", p_cuGraphInstantiateWithFlags(&e, g, 0));
+    return e;
+}
+
 static void *thread_body(void *arg) {
     (void)arg;
     printf("launch_tid=%ld\n", tid());
@@ -257,6 +269,16 @@ int main(int argc, char **argv) {
         check("instantiate", p_cuGraphInstantiateWithFlags(&e, g, 0));
         check("graph launch", p_cuGraphLaunch(e, s));
         launch_bad_kernel(oob_write, s);
+        return report_rc("sync_rc", p_cuStreamSynchronize(s));
+    }
+    if (!strcmp(scenario, "graph_fault")) {
+        /* A graph captured from capture_graph(): slow, oob_write (faults), quick. S: #1 the graph
+         * launch (culprit: the graph, naming its kernels and their capture-time stacks). */
+        CUstream s;
+        CUgraphExec e;
+        check("stream", p_cuStreamCreate(&s, 1));
+        e = capture_graph(s);
+        check("graph launch", p_cuGraphLaunch(e, s));
         return report_rc("sync_rc", p_cuStreamSynchronize(s));
     }
     if (!strcmp(scenario, "ok")) {

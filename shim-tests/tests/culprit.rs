@@ -188,3 +188,25 @@ fn report_off_writes_no_file_but_text() {
     assert!(r.report.is_none());
     assert!(r.stderr.contains("culprit [Exact]: #4 kernel oob_write"), "{}", r.stderr);
 }
+
+#[test]
+fn a_faulting_graph_is_named_by_its_captured_kernels() {
+    let r = run(&scenarios(), &["graph_fault"], true, &[]);
+    assert_eq!(r.printed("sync_rc"), "700");
+    let rep = r.report();
+    assert_eq!(rep["culprit"]["confidence"], "exact");
+    let op = r.culprit();
+    assert_eq!(op["kind"], "graph");
+    assert_eq!(op["seq"], 1);
+    assert_eq!(op["entry_point"], "cuGraphLaunch");
+    assert_eq!(op["kernel"], "graph: slow, oob_write, quick");
+    let captured = op["graph"]["ops"].as_array().unwrap();
+    assert_eq!(captured.len(), 3);
+    assert_eq!(captured[1]["kernel"], "oob_write");
+    assert_eq!(captured[1]["seq"], 2);
+    assert!(functions(&captured[1]["stack"]).iter().any(|f| f == "launch_bad_kernel"));
+    assert!(functions(&captured[1]["stack"]).iter().any(|f| f == "capture_graph"));
+    assert!(functions(&op["graph"]["captured_at"]).iter().any(|f| f == "capture_graph"));
+    // The launch of the graph itself happened in main.
+    assert!(r.culprit_functions().iter().any(|f| f == "main"));
+}

@@ -215,7 +215,13 @@ macro_rules! for_each_entry_point {
                 => begin_capture(stream);
             [cuStreamEndCapture: legacy, cuStreamEndCapture_ptsz: per_thread]
                 (stream: CUstream, graph: *mut CUgraph)
-                => end_capture(stream);
+                => end_capture(stream, graph);
+            [cuGraphInstantiateWithFlags: legacy]
+                (exec: *mut CUgraphExec, graph: CUgraph, flags: u64)
+                => instantiate(exec, graph);
+            [cuGraphInstantiateWithParams: legacy, cuGraphInstantiateWithParams_ptsz: per_thread]
+                (exec: *mut CUgraphExec, graph: CUgraph, params: *mut c_void)
+                => instantiate(exec, graph);
             [cuStreamDestroy_v2: legacy]
                 (stream: CUstream)
                 => destroy_stream(stream);

@@ -7,6 +7,7 @@
 //! unlock. The lock spans the real call so that sequence numbers follow the order in which ops
 //! enter the stream even when several threads launch onto one stream.
 
+pub mod graphs;
 pub mod names;
 pub mod streams;
 
@@ -41,7 +42,10 @@ pub enum Call {
     /// `cuKernelGetFunction`: on success `*out` is a function of kernel `of`.
     AliasHandle { out: usize, of: usize },
     BeginCapture { stream: usize },
-    EndCapture { stream: usize },
+    /// `cuStreamEndCapture`: on success `*graph_out` is the captured graph.
+    EndCapture { stream: usize, graph_out: usize },
+    /// `cuGraphInstantiate*`: on success `*exec_out` is an executable graph of `graph`.
+    Instantiate { exec_out: usize, graph: usize },
     DestroyStream { stream: usize },
 }
 
@@ -142,8 +146,11 @@ impl Call {
     pub fn begin_capture(stream: CUstream) -> Call {
         Call::BeginCapture { stream: stream as usize }
     }
-    pub fn end_capture(stream: CUstream) -> Call {
-        Call::EndCapture { stream: stream as usize }
+    pub fn end_capture(stream: CUstream, graph_out: *mut CUgraph) -> Call {
+        Call::EndCapture { stream: stream as usize, graph_out: graph_out as usize }
+    }
+    pub fn instantiate(exec_out: *mut CUgraphExec, graph: CUgraph) -> Call {
+        Call::Instantiate { exec_out: exec_out as usize, graph: graph as usize }
     }
     pub fn destroy_stream(stream: CUstream) -> Call {
         Call::DestroyStream { stream: stream as usize }
@@ -156,10 +163,12 @@ impl Call {
             Call::Synchronous(_) => Some(0),
             Call::SyncStream { stream }
             | Call::BeginCapture { stream }
-            | Call::EndCapture { stream }
+            | Call::EndCapture { stream, .. }
             | Call::DestroyStream { stream } => Some(stream),
             Call::Observe { stream } => stream,
-            Call::SyncContext { .. } | Call::NameHandle { .. } | Call::AliasHandle { .. } => None,
+            Call::SyncContext { .. } | Call::NameHandle { .. } | Call::AliasHandle { .. } | Call::Instantiate { .. } => {
+                None
+            }
         }
     }
 }
@@ -234,7 +243,9 @@ pub fn enqueue(ep: EntryPoint, launch: Launch, real_call: impl FnOnce() -> CUres
     }
     crate::guarded(|| {
         if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 && driver.is_capturing(state.id.handle()) {
-            return; // The op went into a graph being captured: it did not run now.
+            // The op went into a graph being captured: it did not run now.
+            graphs::captured(op);
+            return;
         }
         op.seq = ops.push(op, config::get().ring);
         state.issued.store(op.seq, Ordering::Release);
@@ -334,12 +345,32 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult) 
             // SAFETY: as above.
             names::alias(unsafe { *(out as *const usize) }, of);
         }
-        Call::BeginCapture { .. } if rc == CUDA_SUCCESS => {
+        Call::BeginCapture { stream } if rc == CUDA_SUCCESS => {
             CAPTURES_ACTIVE.fetch_add(1, Ordering::Relaxed);
+            if let Some(driver) = real::driver() {
+                let thread = thread_id();
+                let id = StreamId::resolve(stream, ep.per_thread_default(), thread);
+                let now = now_ns();
+                let stack = match config::get().stack {
+                    StackMode::Native => NativeStack::capture(config::get().stack_depth, now),
+                    StackMode::Off => NativeStack::EMPTY,
+                };
+                graphs::begin(driver.current_context(), id, stack, thread, now);
+            }
         }
         // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901) still ends the capture.
-        Call::EndCapture { .. } if rc == CUDA_SUCCESS || rc == 901 => {
+        Call::EndCapture { stream, graph_out } if rc == CUDA_SUCCESS || rc == 901 => {
             let _ = CAPTURES_ACTIVE.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            if let Some(driver) = real::driver() {
+                let id = StreamId::resolve(stream, ep.per_thread_default(), thread_id());
+                // SAFETY: on success the driver wrote the graph through `graph_out`.
+                let graph = if rc == CUDA_SUCCESS && graph_out != 0 { unsafe { *(graph_out as *const usize) } } else { 0 };
+                graphs::end(driver.current_context(), id, graph);
+            }
+        }
+        Call::Instantiate { exec_out, graph } if rc == CUDA_SUCCESS && exec_out != 0 => {
+            // SAFETY: on success the driver wrote the executable graph through `exec_out`.
+            graphs::instantiate(graph, unsafe { *(exec_out as *const usize) });
         }
         Call::DestroyStream { stream } if rc == CUDA_SUCCESS => {
             if let Some(driver) = real::driver() {

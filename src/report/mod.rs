@@ -206,10 +206,27 @@ impl Names {
         } else {
             Default::default()
         };
+        let graph = match o.launch.kind {
+            OpKind::Graph if with_stack => record::graphs::of_exec(o.launch.handle).map(|g| self.graph(&g, now)),
+            _ => None,
+        };
+        // A graph launch is named by what it runs: "graph: fill, oob_kernel, scale".
+        let kernel = match &graph {
+            Some(g) => {
+                let mut names: Vec<&str> = Vec::new();
+                for n in g.ops.iter().filter_map(|op| op.kernel.as_deref()) {
+                    if !names.contains(&n) {
+                        names.push(n);
+                    }
+                }
+                Some(format!("graph: {}", names.join(", ")))
+            }
+            None => symbol.as_deref().map(stack::demangle),
+        };
         Op {
             seq: o.seq,
             kind: o.launch.kind,
-            kernel: symbol.as_deref().map(stack::demangle),
+            kernel,
             kernel_symbol: symbol,
             grid: o.launch.grid,
             block: o.launch.block,
@@ -228,6 +245,26 @@ impl Names {
             python_stack: python.frames,
             python_stack_from_thread: python.from_thread,
             python_stack_borrowed_from: python.borrowed_from,
+            graph,
+        }
+    }
+
+    /// The captured ops of a graph, each with its capture-time stacks.
+    fn graph(&mut self, g: &record::graphs::GraphInfo, now: u64) -> GraphOps {
+        let ops = g
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let mut op = self.op(o, now, "captured", true);
+                op.seq = i as u64 + 1;
+                op
+            })
+            .collect();
+        GraphOps {
+            ops,
+            captured_at: stack::symbolize(g.captured_at.ips(), config::get().stack_depth),
+            captured_by_thread: g.thread,
         }
     }
 }

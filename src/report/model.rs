@@ -163,6 +163,20 @@ pub struct Op {
     pub python_stack_from_thread: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_stack_borrowed_from: Option<usize>,
+    /// For a graph launch: what the graph runs, as captured (absent for other ops, and for graphs
+    /// whose capture cudablame did not see).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphOps>,
+}
+
+/// The kernels captured into a graph, and where the capture began.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct GraphOps {
+    /// Captured ops in capture order (`seq` is the position in the graph, from 1).
+    pub ops: Vec<Op>,
+    /// Stack of the thread at `cuStreamBeginCapture`.
+    pub captured_at: Vec<Frame>,
+    pub captured_by_thread: u32,
 }
 
 #[derive(Serialize, Deserialize, Debug)]

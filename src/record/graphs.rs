@@ -1,0 +1,131 @@
+//! CUDA graphs: the kernels captured into a graph, with their capture-time stacks, so that when a
+//! graph launch is the culprit the report can name what the graph runs and where it was captured.
+//!
+//! Stream capture (driver API "Stream Capture"): between `cuStreamBeginCapture` and
+//! `cuStreamEndCapture` launches onto the capturing stream, and onto streams joined to the
+//! capture through events, do not run; they become graph nodes. cudablame records them here
+//! instead of in the stream rings (no progress marker is ever added to a user's graph). At the end
+//! of the capture they belong to the returned `CUgraph`; `cuGraphInstantiate*` maps executable
+//! graphs to it; `cuGraphLaunch` records one op of kind `graph` whose handle is the
+//! `CUgraphExec`. Attribution is exact for captures that do not overlap in time; with overlapping
+//! captures on several threads an op captured on a joined stream goes to the capture that began
+//! last.
+
+use super::{OpRecord, StreamId};
+use crate::stack::NativeStack;
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// Ops kept per capture, and graphs remembered (oldest forgotten first).
+const OPS_PER_GRAPH: usize = 1024;
+const GRAPHS_KEPT: usize = 1024;
+
+/// What a graph runs, as captured.
+pub struct GraphInfo {
+    /// The captured ops, in capture order.
+    pub ops: Vec<OpRecord>,
+    /// The stack of the thread that began the capture, at `cuStreamBeginCapture`.
+    pub captured_at: NativeStack,
+    pub thread: u32,
+    pub time_ns: u64,
+}
+
+struct Active {
+    context: usize,
+    stream: StreamId,
+    info: GraphInfo,
+}
+
+#[derive(Default)]
+struct Tables {
+    active: Vec<Active>,
+    graphs: HashMap<usize, Arc<GraphInfo>>,
+    execs: HashMap<usize, Arc<GraphInfo>>,
+    /// Insertion order of `graphs` and `execs` keys, for forgetting the oldest.
+    order: VecDeque<(bool, usize)>,
+}
+
+static TABLES: Mutex<Option<Tables>> = Mutex::new(None);
+
+fn with<T>(f: impl FnOnce(&mut Tables) -> T) -> T {
+    f(TABLES.lock().get_or_insert_with(Tables::default))
+}
+
+/// A capture began on `stream` of `context`.
+pub fn begin(context: usize, stream: StreamId, stack: NativeStack, thread: u32, time_ns: u64) {
+    with(|t| {
+        t.active.push(Active {
+            context,
+            stream,
+            info: GraphInfo { ops: Vec::new(), captured_at: stack, thread, time_ns },
+        })
+    });
+}
+
+/// An op was captured (the launch succeeded while its stream was capturing).
+pub fn captured(op: OpRecord) {
+    with(|t| {
+        let target = t
+            .active
+            .iter()
+            .rposition(|a| a.context == op.context && a.stream == op.stream)
+            .or(t.active.len().checked_sub(1));
+        if let Some(i) = target {
+            let ops = &mut t.active[i].info.ops;
+            if ops.len() < OPS_PER_GRAPH {
+                ops.push(op);
+            }
+        }
+    });
+}
+
+/// The capture on `stream` ended with `graph` (0 when it failed: the capture is dropped).
+pub fn end(context: usize, stream: StreamId, graph: usize) {
+    with(|t| {
+        let Some(i) = t.active.iter().rposition(|a| a.context == context && a.stream == stream) else {
+            return;
+        };
+        let done = t.active.remove(i);
+        if graph != 0 {
+            remember(t, false, graph, Arc::new(done.info));
+        }
+    });
+}
+
+/// `exec` was instantiated from `graph`.
+pub fn instantiate(graph: usize, exec: usize) {
+    with(|t| {
+        if let Some(info) = t.graphs.get(&graph).cloned() {
+            remember(t, true, exec, info);
+        }
+    });
+}
+
+fn remember(t: &mut Tables, exec: bool, key: usize, info: Arc<GraphInfo>) {
+    if t.order.len() >= 2 * GRAPHS_KEPT {
+        if let Some((was_exec, old)) = t.order.pop_front() {
+            if was_exec {
+                t.execs.remove(&old);
+            } else {
+                t.graphs.remove(&old);
+            }
+        }
+    }
+    t.order.push_back((exec, key));
+    if exec {
+        t.execs.insert(key, info);
+    } else {
+        t.graphs.insert(key, info);
+    }
+}
+
+/// What the executable graph `exec` runs, if its capture was seen.
+pub fn of_exec(exec: usize) -> Option<Arc<GraphInfo>> {
+    with(|t| t.execs.get(&exec).cloned())
+}
+
+/// Forgets everything (a forked child).
+pub fn clear() {
+    *TABLES.lock() = None;
+}
