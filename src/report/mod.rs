@@ -25,7 +25,9 @@ const RECENT_PER_STREAM: usize = 8;
 /// call was a launch that failed by itself (non-sticky): it is then the `exact` culprit.
 pub fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpRecord>) {
     let cfg = config::get();
+    let started = std::time::Instant::now();
     let mut report = build(ep, call, rc, failed_launch);
+    report.build_ns = started.elapsed().as_nanos() as u64;
     if let Some(pattern) = &cfg.report {
         report.path = sink::write_json(pattern, &report, report.process.rank);
     }
@@ -137,6 +139,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
         culprit,
         suspects,
         streams,
+        build_ns: 0,
         path: None,
         trace_path: None,
     }

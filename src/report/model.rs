@@ -54,6 +54,9 @@ pub struct Report {
     /// Other ops that had not completed, most likely first.
     pub suspects: Vec<Op>,
     pub streams: Vec<StreamSummary>,
+    /// ns spent building this report (snapshot, kernel names, symbolization) before writing it.
+    #[serde(default)]
+    pub build_ns: u64,
     /// Path of this JSON file (`None` with `CUDABLAME_REPORT=off`); not part of the JSON.
     #[serde(skip)]
     pub path: Option<String>,

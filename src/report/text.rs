@@ -484,7 +484,7 @@ pub fn render(r: &Report) -> String {
     if let Some(p) = &r.trace_path {
         let _ = writeln!(out, "trace: {p} (open in https://ui.perfetto.dev)");
     }
-    out.push_str("==== end of cudablame report ====\n");
+    let _ = writeln!(out, "==== end of cudablame report (built in {}) ====", ms(r.build_ns));
     out
 }
 
