@@ -13,7 +13,23 @@ fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
 }
 
-fn frames(out: &mut String, frames: &[Frame]) {
+/// Native frames shown when Python frames were shown above them (they are the interpreter and
+/// library internals under the Python line).
+const FRAMES_UNDER_PYTHON: usize = 4;
+/// Function names longer than this are cut in the text.
+const FUNCTION_SHOWN: usize = 160;
+
+/// How many native frames to show under `python` frames (printing the heading when there are).
+fn native_limit(out: &mut String, python: &[Frame]) -> usize {
+    if python.is_empty() {
+        return FRAMES_SHOWN;
+    }
+    out.push_str("      native, innermost first:\n");
+    FRAMES_UNDER_PYTHON
+}
+
+/// Prints native frames: up to the program's `main`, at most `limit`.
+fn frames(out: &mut String, frames: &[Frame], limit: usize) {
     if frames.is_empty() {
         out.push_str("        (no stack: CUDABLAME_STACK=off)\n");
     }
@@ -26,9 +42,13 @@ fn frames(out: &mut String, frames: &[Frame]) {
                 .is_some_and(|n| n == "main" || n.ends_with("::main"))
         })
         .map_or(frames.len(), |i| i + 1)
-        .min(FRAMES_SHOWN);
+        .min(limit);
     for (i, f) in frames.iter().take(shown).enumerate() {
         let func = f.function.as_deref().unwrap_or("??");
+        let func = match func.char_indices().nth(FUNCTION_SHOWN) {
+            Some((cut, _)) => format!("{}...", &func[..cut]),
+            None => func.to_string(),
+        };
         let place = match (&f.file, f.line) {
             (Some(file), Some(line)) => format!(" at {file}:{line}"),
             _ => String::new(),
@@ -423,7 +443,8 @@ pub fn render(r: &Report) -> String {
                 o.python_stack_borrowed_from,
                 o.python_stack_from_thread,
             );
-            frames(&mut out, &o.stack);
+            let limit = native_limit(&mut out, &o.python_stack);
+            frames(&mut out, &o.stack, limit);
         }
         None => {
             let _ = writeln!(out, "culprit [{:?}]: not identified", r.culprit.confidence);
@@ -447,7 +468,8 @@ pub fn render(r: &Report) -> String {
         c.python_stack_borrowed_from,
         c.python_stack_from_thread,
     );
-    frames(&mut out, &c.stack);
+    let limit = native_limit(&mut out, &c.python_stack);
+    frames(&mut out, &c.stack, limit);
     if let Some(note) = &c.python_note {
         let _ = writeln!(out, "    {note}");
     }

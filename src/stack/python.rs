@@ -52,6 +52,11 @@
 //! may get each other's context. The report says the frames were borrowed, from which thread.
 //!
 //! NVTX ranges are not recorded.
+//!
+//! Cost per launch (fake driver, launches from C through the shim with the GIL released, native
+//! stack off, CPython 3.11 and 3.12 on a 2-core x86-64 VM; `shim-tests/programs/py_bench.py`):
+//! about 75 ns with 10 Python frames, 200 ns with 50 frames of which the default 32 are kept,
+//! 330 ns keeping all 50 (`CUDABLAME_PYTHON_DEPTH=64`): some 6 ns a frame plus 15 to 20 ns.
 
 use crate::config::MAX_PYTHON_DEPTH;
 use crate::report::model::Frame;
