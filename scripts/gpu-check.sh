@@ -30,6 +30,14 @@
 #     pysite   substring of some culprit.op.python_stack[].function
 # A line "EXPECT-OPTIONAL" marks a case whose missing report counts as skipped.
 #
+# Other header lines (first match each):
+#   // BUILD-FLAGS: FLAGS...   (.cu) extra nvcc words, appended after the
+#                              source, e.g. "-lcuda" for driver-API calls or
+#                              "--default-stream=per-thread"
+#   # REQUIRES: MODULE...      (.py) Python modules the script needs besides
+#                              torch; the case is skipped when one of them is
+#                              not importable (e.g. "cupy")
+#
 # Transparency (always checked): the exit code, and the program's own error
 # (the "sample-error: cudaErrorX" token of the .cu samples, or the final
 # "SomeError: ..." line of a Python traceback), must be the same with and
@@ -82,6 +90,13 @@ error_signature() {
 }
 
 last_line() { grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1; }
+
+# header_words SOURCE COMMENT KEY: the words after "KEY:" on the first line
+# of SOURCE that reads "COMMENT KEY: words" (COMMENT is // or #).
+header_words() {
+    local re="^[[:space:]]*$2[[:space:]]*$3:[[:space:]]*"
+    sed -n -E "\|$re|{s|$re||;p;q;}" "$1"
+}
 
 record() {  # record STATUS LINE
     echo "$2"
@@ -315,7 +330,7 @@ PY
 
     # ---- build (in parallel; all static and shared variants at once)
     section "build ($NVCC_ARCH, into $BUILD_DIR)"
-    local src base variant bin
+    local src base variant bin flags
     local -a cu_sources=()
     for src in cuda-samples/*.cu; do
         [[ -f $src ]] || continue
@@ -325,9 +340,10 @@ PY
         fi
     done
     if [[ -n $nvcc ]]; then
-        local -a build_pids=()
+        local -a build_pids=() extra=()
         for src in "${cu_sources[@]}"; do
             base=$(basename "$src" .cu)
+            read -r -a extra <<<"$(header_words "$src" // BUILD-FLAGS)"
             for variant in static shared; do
                 selected "$base.$variant" || continue
                 bin=$BUILD_DIR/$base.$variant
@@ -335,7 +351,7 @@ PY
                 # -g: host debug info so the shim can show file:line for the
                 # launch sites (it does not change device code).
                 "$nvcc" -O2 -g -arch="$NVCC_ARCH" -cudart "$variant" -o "$bin" "$src" \
-                    >"$LOGS/$base.$variant.build.log" 2>&1 &
+                    ${extra[@]+"${extra[@]}"} >"$LOGS/$base.$variant.build.log" 2>&1 &
                 build_pids+=($!)
             done
         done
@@ -347,7 +363,8 @@ PY
             for variant in static shared; do
                 selected "$base.$variant" || continue
                 if [[ -x $BUILD_DIR/$base.$variant ]]; then
-                    echo "built $base.$variant"
+                    flags=$(header_words "$src" // BUILD-FLAGS)
+                    echo "built $base.$variant${flags:+ (extra flags: $flags)}"
                 else
                     echo "BUILD FAILED $base.$variant (see logs/$base.$variant.build.log)"
                 fi
@@ -382,10 +399,18 @@ PY
         local name
         name=$(basename "$src")
         selected "$name" || continue
-        if ((torch_ok)); then
-            run_case "$name" "$src" "$PYTHON" "$src"
-        else
+        local -a requires=()
+        local module missing=""
+        read -r -a requires <<<"$(header_words "$src" '#' REQUIRES)"
+        for module in ${requires[@]+"${requires[@]}"}; do
+            "$PYTHON" -c "import $module" >/dev/null 2>&1 || missing+=" $module"
+        done
+        if ((!torch_ok)); then
             record skip "SKIP $name: torch with CUDA is not importable by $PYTHON"
+        elif [[ -n $missing ]]; then
+            record skip "SKIP $name: needs${missing}, not importable by $PYTHON"
+        else
+            run_case "$name" "$src" "$PYTHON" "$src"
         fi
     done
 

@@ -51,6 +51,10 @@ pub struct Config {
     pub python: bool,
     /// `CUDABLAME_PYTHON_DEPTH`: Python frames kept per launch, 1..=64 (default 32).
     pub python_depth: usize,
+    /// `CUDABLAME_TEST_PANIC` (test-only, undocumented for users): make cudablame's own code
+    /// panic at this point, to prove the program is unaffected (`describe`, `record`, `report`,
+    /// `resolve`).
+    pub test_panic: Option<crate::safety::PanicPoint>,
 }
 
 impl Default for Config {
@@ -67,6 +71,7 @@ impl Default for Config {
             debug: false,
             python: true,
             python_depth: 32,
+            test_panic: None,
         }
     }
 }
@@ -83,9 +88,10 @@ static MARKERS_FAILED: AtomicBool = AtomicBool::new(false);
 /// The configuration of this process, read from the environment on first use.
 pub fn get() -> &'static Config {
     CONFIG.get_or_init(|| {
-        let (config, warnings) = Config::parse(|k| std::env::var_os(k));
+        let (config, mut warnings) = Config::parse(|k| std::env::var_os(k));
+        warnings.extend(unknown_variables(std::env::vars_os().map(|(k, _)| k)));
         for w in warnings {
-            eprintln!("cudablame: {w}");
+            crate::safety::say(&format!("cudablame: {w}"));
         }
         config
     })
@@ -100,11 +106,46 @@ pub fn markers_enabled() -> bool {
 /// off for the rest of the process and reports fall back to `suspect`.
 pub fn markers_failed(code: u32) {
     if !MARKERS_FAILED.swap(true, Ordering::Relaxed) {
-        eprintln!(
+        crate::safety::say(&format!(
             "cudablame: the driver refused a progress marker (cuStreamWriteValue64 returned {code}); \
              culprits will be named as suspects only"
-        );
+        ));
     }
+}
+
+/// Every variable cudablame reads. Any other `CUDABLAME_*` variable is a typo, said once.
+pub const VARIABLES: &[&str] = &[
+    "CUDABLAME_REPORT",
+    "CUDABLAME_TRACE",
+    "CUDABLAME_MARKERS",
+    "CUDABLAME_STACK",
+    "CUDABLAME_STACK_DEPTH",
+    "CUDABLAME_UNWINDER",
+    "CUDABLAME_RING",
+    "CUDABLAME_TEXT",
+    "CUDABLAME_DEBUG",
+    "CUDABLAME_PYTHON",
+    "CUDABLAME_PYTHON_DEPTH",
+    "CUDABLAME_TEST_PANIC",
+];
+
+/// One warning per set `CUDABLAME_*` variable that cudablame does not know (a typo would
+/// otherwise be silently ignored).
+pub fn unknown_variables(names: impl Iterator<Item = std::ffi::OsString>) -> Vec<String> {
+    let mut unknown: Vec<String> = names
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("CUDABLAME_") && !VARIABLES.contains(&n.as_str()))
+        .collect();
+    unknown.sort();
+    unknown
+        .into_iter()
+        .map(|n| format!("{} is not a cudablame variable (ignored; see `cudablame --help`)", shown(&n)))
+        .collect()
+}
+
+/// A value as echoed in a warning: quoted, escaped, cut to 64 characters.
+fn shown(raw: &str) -> String {
+    crate::safety::shorten(&format!("{raw:?}"), 64)
 }
 
 fn on_off(name: &str, raw: &str, default: bool, warnings: &mut Vec<String>) -> bool {
@@ -113,7 +154,8 @@ fn on_off(name: &str, raw: &str, default: bool, warnings: &mut Vec<String>) -> b
         "0" | "off" | "no" | "false" => false,
         _ => {
             warnings.push(format!(
-                "{name}={raw:?} is not on/off; using {}",
+                "{name}={} is not on/off; using {}",
+                shown(raw),
                 if default { "on" } else { "off" }
             ));
             default
@@ -133,7 +175,8 @@ fn number(
         Ok(n) if (lo..=hi).contains(&n) => n,
         _ => {
             w.push(format!(
-                "{name}={raw:?} is not a number in {lo}..={hi}; using {default}"
+                "{name}={} is not a number in {lo}..={hi}; using {default}",
+                shown(raw)
             ));
             default
         }
@@ -146,7 +189,18 @@ impl Config {
         let mut c = Config::default();
         let mut w = Vec::new();
         let get = |k: &str| var(k).map(|v| v.to_string_lossy().into_owned());
-        if let Some(v) = get("CUDABLAME_REPORT") {
+        // Paths must survive as given: a lossy conversion would write somewhere else.
+        let path = |k: &str, w: &mut Vec<String>, fallback: &str| {
+            let v = var(k)?;
+            match v.to_str() {
+                Some(s) => Some(s.to_string()),
+                None => {
+                    w.push(format!("{k} is not valid UTF-8; {fallback}"));
+                    None
+                }
+            }
+        };
+        if let Some(v) = path("CUDABLAME_REPORT", &mut w, "using cudablame-%h-%p.json") {
             let t = v.trim();
             if t.eq_ignore_ascii_case("off") {
                 c.report = None;
@@ -156,7 +210,7 @@ impl Config {
                 c.report = Some(t.to_string());
             }
         }
-        if let Some(v) = get("CUDABLAME_TRACE") {
+        if let Some(v) = path("CUDABLAME_TRACE", &mut w, "writing no trace") {
             let t = v.trim();
             if t.is_empty() {
                 w.push("CUDABLAME_TRACE is empty; writing no trace".into());
@@ -173,7 +227,8 @@ impl Config {
                 "off" | "none" => StackMode::Off,
                 _ => {
                     w.push(format!(
-                        "CUDABLAME_STACK={v:?} is not native/off; using native"
+                        "CUDABLAME_STACK={} is not native/off; using native",
+                        shown(&v)
                     ));
                     StackMode::Native
                 }
@@ -188,7 +243,8 @@ impl Config {
                 "libgcc" => Unwinder::Libgcc,
                 _ => {
                     w.push(format!(
-                        "CUDABLAME_UNWINDER={v:?} is not framehop/libgcc; using framehop"
+                        "CUDABLAME_UNWINDER={} is not framehop/libgcc; using framehop",
+                        shown(&v)
                     ));
                     Unwinder::Framehop
                 }
@@ -215,6 +271,15 @@ impl Config {
                 32,
                 &mut w,
             );
+        }
+        if let Some(v) = get("CUDABLAME_TEST_PANIC") {
+            c.test_panic = crate::safety::PanicPoint::parse(v.trim());
+            if c.test_panic.is_none() {
+                w.push(format!(
+                    "CUDABLAME_TEST_PANIC={} is not describe/record/report/resolve (a test-only variable); ignored",
+                    shown(&v)
+                ));
+            }
         }
         (c, w)
     }

@@ -6,13 +6,14 @@ use crate::cuda::entry_points::EntryPoint;
 use crate::cuda::*;
 use crate::record::{Call, OpRecord};
 use crate::report;
+use crate::safety::Resettable;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Which reports were written: bit 0 the sticky-error report, bit 1 the launch-error report.
 /// A mutex, not a flag: a second thread that hits the error meanwhile waits until the report is
-/// on disk before its call returns.
-static WRITTEN: Mutex<u8> = Mutex::new(0);
+/// on disk before its call returns. Resettable: a forked child starts with none written.
+static WRITTEN: Resettable<Mutex<u8>> = Resettable::new();
 const STICKY: u8 = 1;
 const LAUNCH: u8 = 2;
 
@@ -34,7 +35,7 @@ pub fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Option<OpR
     } else {
         return;
     };
-    let mut written = WRITTEN.lock();
+    let mut written = WRITTEN.get().lock();
     if *written & (STICKY | trigger) != 0 {
         return; // One report per process; a sticky report also ends launch-error reports.
     }
@@ -42,12 +43,10 @@ pub fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Option<OpR
     report::emit(ep, call, rc, unrecorded.filter(|_| trigger == LAUNCH));
 }
 
-/// Forgets written reports (a forked child reports its own errors).
+/// Forgets written reports and error counts (a forked child reports its own errors). Takes no
+/// lock: another parent thread may have held it at fork time (see `safety::Resettable`).
 pub fn reset_after_fork() {
-    if WRITTEN.is_locked() {
-        // SAFETY: only the forking thread exists in the child; a lock another parent thread held
-        // at fork time would never be released.
-        unsafe { WRITTEN.force_unlock() };
-    }
-    *WRITTEN.lock() = 0;
+    WRITTEN.reset_in_child();
+    ERRORS_SEEN.store(0, Ordering::Relaxed);
+    STICKY_SEEN.store(0, Ordering::Relaxed);
 }

@@ -10,7 +10,8 @@
 //! cuGetProcAddress          + native stack    call
 //! ```
 //! `cuda` holds the FFI types and the one declared list of hooked entry points; `stack` captures
-//! and symbolizes host stacks; `config` reads the `CUDABLAME_*` variables.
+//! and symbolizes host stacks; `config` reads the `CUDABLAME_*` variables; `safety` keeps the
+//! program unchanged (panics contained, stderr writes that cannot hurt, fork handling).
 
 pub mod blame;
 pub mod config;
@@ -20,9 +21,7 @@ pub mod interpose;
 pub mod real;
 pub mod record;
 pub mod report;
+pub mod safety;
 pub mod stack;
 
-/// Runs cudablame's own work, never letting a panic cross into the program: `None` if it panicked.
-pub fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
-}
+pub use safety::guarded;

@@ -210,3 +210,13 @@ fn a_faulting_graph_is_named_by_its_captured_kernels() {
     // The launch of the graph itself happened in main.
     assert!(r.culprit_functions().iter().any(|f| f == "main"));
 }
+
+#[test]
+fn kernel_names_come_from_the_lookup_when_the_driver_will_not_say() {
+    // Driver 580 did not name PTX-module functions (cuFuncGetName failed on the H200): the name
+    // the program looked the function up by must reach the report.
+    let r = run(&scenarios(), &["oob"], true, &[("FAKE_CUDA_NAMELESS", "1")]);
+    assert_culprit(&r, "oob_write", 4, "exact");
+    let names: Vec<&str> = r.report()["suspects"].as_array().unwrap().iter().map(|o| o["kernel"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["quick", "quick", "quick"]);
+}

@@ -26,3 +26,96 @@ fn a_correct_program_gets_no_report_and_no_output_from_the_shim() {
     assert!(r.report.is_none());
     assert_eq!(r.stderr, "", "the shim printed something for a correct program");
 }
+
+/// Names listed by `nm -D --defined-only LIB` (the exported functions).
+fn exported(lib: &std::path::Path) -> Vec<String> {
+    let out = std::process::Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib)
+        .output()
+        .expect("run nm (binutils)");
+    assert!(out.status.success(), "nm {}", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
+        .collect()
+}
+
+/// Every hooked entry point, called through the shim and directly on the fake driver with
+/// identical arguments (successful and failing calls, NULL and per-thread streams, during a
+/// capture, after a sticky error), reached each way programs reach the driver: the return code
+/// and every out-value (handles, pointers, copied data, node counts) must be the same.
+#[test]
+fn every_entry_point_returns_exactly_what_the_driver_returns() {
+    let prog = compile("entry_points", false);
+    let module = scratch().join("module.ptx");
+    std::fs::write(&module, "// fake: quick\n").unwrap();
+    let module = module.display().to_string();
+
+    // The names the shim exports as hooked entry points (everything else it exports is the
+    // resolvers and dlsym), and those the fake driver implements.
+    let hooked: Vec<String> = exported(&shim())
+        .into_iter()
+        .filter(|n| n.starts_with("cu") && !n.starts_with("cuda") && !n.starts_with("cuGetProcAddress"))
+        .collect();
+    let driver: std::collections::HashSet<String> =
+        exported(&driver_dir().join("libcuda.so.1")).into_iter().collect();
+    let listed = run(&prog, &["--list"], false, &[]).stdout;
+    let listed: Vec<&str> = listed.lines().collect();
+    for name in &hooked {
+        assert!(listed.contains(&name.as_str()), "{name} is hooked but programs/entry_points.c does not call it: add it");
+    }
+    for name in &listed {
+        assert!(hooked.iter().any(|h| h == name), "programs/entry_points.c lists {name}, which the shim does not export");
+    }
+    let implemented: Vec<&String> = hooked.iter().filter(|n| driver.contains(*n)).collect();
+
+    let mut baseline: Option<(String, Vec<String>)> = None;
+    let mut compared = 0;
+    for way in ["dlsym", "default", "gpa"] {
+        for shim_on in [false, true] {
+            let r = run(&prog, &[way, &module], shim_on, &[]);
+            let label = format!("{way} {}", if shim_on { "with the shim" } else { "without" });
+            assert_eq!(r.code, 0, "{label}: {}\n{}", r.stdout, r.stderr);
+            // Where each name was found: the shim's wrapper for every hooked function the driver
+            // has, nothing for the others (the shim must not make absent functions appear).
+            for line in r.stdout.lines().filter_map(|l| l.strip_prefix("resolved ")) {
+                let (name, module) = line.split_once(' ').unwrap();
+                if !hooked.iter().any(|h| h == name) {
+                    continue;
+                }
+                let want = match (driver.contains(name), shim_on) {
+                    (false, _) => "-",
+                    (true, true) => "libcudablame.so",
+                    (true, false) => "libcuda.so.1",
+                };
+                assert_eq!(module, want, "{label}: {name}");
+            }
+            let calls: Vec<String> = r.stdout.lines().filter(|l| !l.starts_with("resolved ")).map(String::from).collect();
+            compared += calls.iter().filter(|l| l.starts_with("call ")).count();
+            match &baseline {
+                None => {
+                    for name in &implemented {
+                        assert!(
+                            calls.iter().any(|l| l.starts_with(&format!("call {name} "))),
+                            "{name} was never called"
+                        );
+                    }
+                    baseline = Some((label, calls));
+                }
+                Some((base_label, base)) => {
+                    for (i, (a, b)) in base.iter().zip(&calls).enumerate() {
+                        assert_eq!(a, b, "line {i}: {base_label} vs {label}");
+                    }
+                    assert_eq!(base.len(), calls.len(), "{base_label} vs {label}");
+                }
+            }
+        }
+    }
+    println!(
+        "transparency: {} hooked entry points ({} implemented by the fake driver, all called), \
+         {compared} calls compared over 3 ways x with/without the shim",
+        hooked.len(),
+        implemented.len()
+    );
+}

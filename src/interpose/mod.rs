@@ -10,6 +10,10 @@
 //!
 //! Every export catches panics around cudablame's own work and always returns the real result.
 //!
+//! Lookups keep the caller's point of view: `dlsym(RTLD_NEXT | RTLD_DEFAULT, ...)` jumps straight
+//! to glibc's `dlsym` with the caller's return address in place (glibc computes "next" and the
+//! scope from it), and `cudaGetDriverEntryPoint*` look the runtime up in the caller's scope.
+//!
 //! Safety of the exports: each is the C function of the same name and has exactly its contract
 //! (`dlsym(3)`, `cuda.h`); the program calls them as it would call the real ones.
 #![allow(clippy::missing_safety_doc)]
@@ -31,16 +35,15 @@ thread_local! {
 /// Runs one hooked call: describe it, record around the real call, observe its result.
 #[inline]
 pub fn hook(ep: EntryPoint, describe: impl FnOnce() -> Call, call_real: impl FnOnce(usize) -> CUresult) -> CUresult {
-    let real = real::driver().map(|d| d.real[ep as usize]).unwrap_or(0);
-    // SAFETY: a pseudo-handle and a C string.
-    let real = if real != 0 { real } else { unsafe { real::dlsym(libc::RTLD_NEXT, ep.c_name().as_ptr()) as usize } };
+    let real = real_function(ep);
     if real == 0 {
         return CUDA_ERROR_NOT_INITIALIZED;
     }
     let real_call = || call_real(real);
-    if !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false) {
+    if crate::safety::disabled() || !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false) {
         return real_call();
     }
+    crate::safety::register_fork_handler();
     struct Leave;
     impl Drop for Leave {
         fn drop(&mut self) {
@@ -48,6 +51,10 @@ pub fn hook(ep: EntryPoint, describe: impl FnOnce() -> Call, call_real: impl FnO
         }
     }
     let _leave = Leave;
+    let describe = || {
+        crate::safety::test_panic(crate::safety::PanicPoint::Describe);
+        describe()
+    };
     let Some(call) = crate::guarded(describe) else {
         return real_call();
     };
@@ -66,9 +73,22 @@ pub fn hook(ep: EntryPoint, describe: impl FnOnce() -> Call, call_real: impl FnO
     rc
 }
 
+/// The driver's function for `ep`: found in the driver library, else the next definition after
+/// cudablame. 0 when there is none (the program has not loaded a driver).
+#[inline]
+fn real_function(ep: EntryPoint) -> usize {
+    let found = crate::guarded(|| real::driver().map(|d| d.real[ep as usize]).unwrap_or(0)).unwrap_or(0);
+    if found != 0 {
+        return found;
+    }
+    // SAFETY: a pseudo-handle and a C string.
+    unsafe { real::dlsym(libc::RTLD_NEXT, ep.c_name().as_ptr()) as usize }
+}
+
 /// Our replacement for a resolved driver function address: the wrapper of the hooked variant
 /// that lives at `address`, our resolvers for the real `cuGetProcAddress*`, else `address` itself.
 pub fn wrap_resolved(address: usize) -> usize {
+    crate::safety::test_panic(crate::safety::PanicPoint::Resolve);
     let Some(d) = real::driver_near(address) else {
         return address;
     };
@@ -89,13 +109,137 @@ fn debug_resolution(how: &str, symbol: *const c_char, from: usize, to: usize) {
         // SAFETY: symbol is a NUL-terminated name given by the program.
         let name = unsafe { std::ffi::CStr::from_ptr(symbol) }.to_string_lossy();
         let verdict = if from == to { "passed through" } else { "wrapped" };
-        eprintln!("cudablame: {how}({name}) = {from:#x}: {verdict}");
+        crate::safety::say(&format!("cudablame: {how}({name}) = {from:#x}: {verdict}"));
     }
 }
 
-/// Interposed `dlsym`: glibc's result, with hooked driver functions replaced by our wrappers.
+/// Interposed `dlsym`. `RTLD_NEXT` lookups, and `RTLD_DEFAULT` lookups of names cudablame does
+/// not export, are glibc's own made as if the caller had called it: this entry jumps to glibc's
+/// `dlsym` with the caller's return address still on the stack, so "next" is computed after the
+/// caller's object (not after libcudablame) and the caller's scope is searched. `RTLD_DEFAULT`
+/// lookups of names cudablame exports go to [`dlsym_default`] (so that a function the driver
+/// lacks is still absent); lookups in a library handle go to [`dlsym_in_handle`].
+#[cfg(target_arch = "x86_64")]
+#[no_mangle]
+#[unsafe(naked)]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
+    std::arch::naked_asm!(
+        // handle + 1 > 1 (unsigned): neither RTLD_NEXT (-1) nor RTLD_DEFAULT (0).
+        "lea rax, [rdi + 1]",
+        "cmp rax, 1",
+        "ja {in_handle}",
+        "test rdi, rdi",
+        "jnz 2f",
+        // RTLD_DEFAULT: dlsym_default(symbol, caller, &answer) says whether it answered. On entry
+        // rsp is 8 mod 16: two pushes and 24 bytes align it for the call; [rsp] is the answer.
+        "push rdi",
+        "push rsi",
+        "sub rsp, 24",
+        "mov rdi, rsi",
+        "mov rsi, qword ptr [rsp + 40]",
+        "mov rdx, rsp",
+        "call {default}",
+        "mov rcx, qword ptr [rsp]",
+        "add rsp, 24",
+        "pop rsi",
+        "pop rdi",
+        "test al, al",
+        "jz 2f",
+        "mov rax, rcx",
+        "ret",
+        // glibc's dlsym, found on first use (arguments kept, stack aligned for the call).
+        "2:",
+        "mov rax, qword ptr [rip + {real}]",
+        "test rax, rax",
+        "jnz 3f",
+        "push rdi",
+        "push rsi",
+        "sub rsp, 8",
+        "call {resolve}",
+        "add rsp, 8",
+        "pop rsi",
+        "pop rdi",
+        "test rax, rax",
+        "jz 4f",
+        "3:",
+        "jmp rax",
+        "4:",
+        "ret",
+        in_handle = sym dlsym_in_handle,
+        default = sym dlsym_default,
+        real = sym real::REAL_DLSYM,
+        resolve = sym real::resolve_real_dlsym,
+    )
+}
+
+/// Interposed `dlsym` where no naked entry is written (not x86-64): pseudo-handle lookups are
+/// made from inside libcudablame, so `RTLD_NEXT` means "after libcudablame" there.
+#[cfg(not(target_arch = "x86_64"))]
 #[no_mangle]
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
+    let mut answer = std::ptr::null_mut();
+    // SAFETY: the program's own arguments, passed on.
+    unsafe {
+        if handle.is_null() && dlsym_default(symbol, 0, &mut answer) {
+            return answer;
+        }
+        dlsym_in_handle(handle, symbol)
+    }
+}
+
+/// cudablame's own export named `symbol` (a hooked entry point, `cuGetProcAddress*`,
+/// `cudaGetDriverEntryPoint*`), if it is one.
+///
+/// # Safety
+/// `symbol` is NULL or NUL-terminated.
+unsafe fn own_export(symbol: *const c_char) -> Option<usize> {
+    // SAFETY: per the contract; the second byte is read only if the first is 'c'.
+    if symbol.is_null() || unsafe { *symbol != b'c' as c_char || *symbol.add(1) != b'u' as c_char } {
+        return None;
+    }
+    // SAFETY: as above.
+    let name = unsafe { std::ffi::CStr::from_ptr(symbol) }.to_bytes();
+    Some(match name {
+        b"cuGetProcAddress" => cuGetProcAddress as *const () as usize,
+        b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *const () as usize,
+        b"cudaGetDriverEntryPoint" => cudaGetDriverEntryPoint as *const () as usize,
+        b"cudaGetDriverEntryPointByVersion" => cudaGetDriverEntryPointByVersion as *const () as usize,
+        _ => exports::wrapper_address(EntryPoint::from_name(name)?),
+    })
+}
+
+/// `dlsym(RTLD_DEFAULT, symbol)` for the names cudablame exports: cudablame's export when the
+/// caller would have found a definition without cudablame (the driver's, or another library's),
+/// NULL otherwise, so that probing for a driver function the installed driver lacks (or before the
+/// driver is loaded) still finds nothing. Returns false for other names (glibc answers those).
+unsafe extern "C" fn dlsym_default(symbol: *const c_char, caller: usize, answer: *mut *mut c_void) -> bool {
+    // SAFETY: dlsym's contract: symbol is NUL-terminated.
+    let Some(ours) = (unsafe { own_export(symbol) }) else {
+        return false;
+    };
+    let found = crate::guarded(|| {
+        // SAFETY: a pseudo-handle and the program's C string.
+        let first = unsafe { real::dlsym(libc::RTLD_DEFAULT, symbol) } as usize;
+        if first != ours {
+            return first; // Defined before cudablame (the program itself): that one.
+        }
+        // SAFETY: as above.
+        let name = unsafe { std::ffi::CStr::from_ptr(symbol) };
+        if next_definition(name, ours, caller) != 0 { ours } else { 0 }
+    });
+    match found {
+        Some(p) => {
+            // SAFETY: the caller's out slot.
+            unsafe { *answer = p as *mut c_void };
+            true
+        }
+        None => false,
+    }
+}
+
+/// `dlsym` in a library handle: glibc's result, with hooked driver functions replaced by our
+/// wrappers (the static CUDA runtime and Triton look the driver up this way).
+unsafe extern "C" fn dlsym_in_handle(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
     // SAFETY: the program's own arguments, passed on.
     let p = unsafe { real::dlsym(handle, symbol) };
     // Only names starting with "cu" can be driver functions: everything else returns at once.
@@ -104,10 +248,16 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
         return p;
     }
     // SAFETY: as above.
-    let name = unsafe { std::ffi::CStr::from_ptr(symbol) }.to_bytes();
-    let hooked = name == b"cuGetProcAddress" || name == b"cuGetProcAddress_v2" || EntryPoint::from_name(name).is_some();
-    if !hooked {
+    let Some(ours) = (unsafe { own_export(symbol) }) else {
         return p;
+    };
+    if p as usize == ours {
+        // The handle's scope holds libcudablame (`dlopen(NULL)`: the program's global scope): as
+        // for RTLD_DEFAULT, a name no other library defines stays absent.
+        // SAFETY: as above.
+        let name = unsafe { std::ffi::CStr::from_ptr(symbol) };
+        let other = crate::guarded(|| next_definition(name, ours, 0)).unwrap_or(1);
+        return if other != 0 { p } else { std::ptr::null_mut() };
     }
     let wrapped = crate::guarded(|| wrap_resolved(p as usize)).unwrap_or(p as usize);
     crate::guarded(|| debug_resolution("dlsym", symbol, p as usize, wrapped));
@@ -175,7 +325,23 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
 const CUDA_ERROR_SYMBOL_NOT_FOUND_RT: c_uint = 500;
 
 /// Interposed `cudaGetDriverEntryPoint` (CUDA runtime API, "Driver Entry Point Access"; the
-/// fourth parameter exists from CUDA 12.0 and is passed through as is for older callers).
+/// fourth parameter exists from CUDA 12.0 and is passed through as is for older callers). The
+/// entry adds the caller's return address as a fifth argument: the runtime is looked up in the
+/// caller's scope (see [`next_definition`]).
+#[cfg(target_arch = "x86_64")]
+#[no_mangle]
+#[unsafe(naked)]
+pub unsafe extern "C" fn cudaGetDriverEntryPoint(
+    symbol: *const c_char,
+    func: *mut *mut c_void,
+    flags: u64,
+    status: *mut c_uint,
+) -> c_uint {
+    std::arch::naked_asm!("mov r8, qword ptr [rsp]", "jmp {imp}", imp = sym get_driver_entry_point)
+}
+
+/// Interposed `cudaGetDriverEntryPoint` without the caller's address (not x86-64).
+#[cfg(not(target_arch = "x86_64"))]
 #[no_mangle]
 pub unsafe extern "C" fn cudaGetDriverEntryPoint(
     symbol: *const c_char,
@@ -183,21 +349,46 @@ pub unsafe extern "C" fn cudaGetDriverEntryPoint(
     flags: u64,
     status: *mut c_uint,
 ) -> c_uint {
+    unsafe { get_driver_entry_point(symbol, func, flags, status, 0) }
+}
+
+unsafe extern "C" fn get_driver_entry_point(
+    symbol: *const c_char,
+    func: *mut *mut c_void,
+    flags: u64,
+    status: *mut c_uint,
+    caller: usize,
+) -> c_uint {
     type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void, u64, *mut c_uint) -> c_uint;
-    // SAFETY: a pseudo-handle and a C string.
-    let real = unsafe { real::dlsym(libc::RTLD_NEXT, c"cudaGetDriverEntryPoint".as_ptr()) };
-    if real.is_null() {
+    let real = next_definition(c"cudaGetDriverEntryPoint", cudaGetDriverEntryPoint as *const () as usize, caller);
+    if real == 0 {
         return CUDA_ERROR_SYMBOL_NOT_FOUND_RT;
     }
     // SAFETY: the runtime's own function of this signature.
-    let rc = unsafe { std::mem::transmute::<*mut c_void, F>(real)(symbol, func, flags, status) };
+    let rc = unsafe { std::mem::transmute::<usize, F>(real)(symbol, func, flags, status) };
     if rc == 0 {
         unsafe { wrap_out("cudaGetDriverEntryPoint", symbol, func) };
     }
     rc
 }
 
-/// Interposed `cudaGetDriverEntryPointByVersion` (CUDA >= 12.5 runtime API).
+/// Interposed `cudaGetDriverEntryPointByVersion` (CUDA >= 12.5 runtime API); the entry adds the
+/// caller's return address as a sixth argument.
+#[cfg(target_arch = "x86_64")]
+#[no_mangle]
+#[unsafe(naked)]
+pub unsafe extern "C" fn cudaGetDriverEntryPointByVersion(
+    symbol: *const c_char,
+    func: *mut *mut c_void,
+    cuda_version: c_uint,
+    flags: u64,
+    status: *mut c_uint,
+) -> c_uint {
+    std::arch::naked_asm!("mov r9, qword ptr [rsp]", "jmp {imp}", imp = sym get_driver_entry_point_by_version)
+}
+
+/// Interposed `cudaGetDriverEntryPointByVersion` without the caller's address (not x86-64).
+#[cfg(not(target_arch = "x86_64"))]
 #[no_mangle]
 pub unsafe extern "C" fn cudaGetDriverEntryPointByVersion(
     symbol: *const c_char,
@@ -206,16 +397,57 @@ pub unsafe extern "C" fn cudaGetDriverEntryPointByVersion(
     flags: u64,
     status: *mut c_uint,
 ) -> c_uint {
+    unsafe { get_driver_entry_point_by_version(symbol, func, cuda_version, flags, status, 0) }
+}
+
+unsafe extern "C" fn get_driver_entry_point_by_version(
+    symbol: *const c_char,
+    func: *mut *mut c_void,
+    cuda_version: c_uint,
+    flags: u64,
+    status: *mut c_uint,
+    caller: usize,
+) -> c_uint {
     type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_uint, u64, *mut c_uint) -> c_uint;
-    // SAFETY: a pseudo-handle and a C string.
-    let real = unsafe { real::dlsym(libc::RTLD_NEXT, c"cudaGetDriverEntryPointByVersion".as_ptr()) };
-    if real.is_null() {
+    let real = next_definition(
+        c"cudaGetDriverEntryPointByVersion",
+        cudaGetDriverEntryPointByVersion as *const () as usize,
+        caller,
+    );
+    if real == 0 {
         return CUDA_ERROR_SYMBOL_NOT_FOUND_RT;
     }
     // SAFETY: the runtime's own function of this signature.
-    let rc = unsafe { std::mem::transmute::<*mut c_void, F>(real)(symbol, func, cuda_version, flags, status) };
+    let rc = unsafe { std::mem::transmute::<usize, F>(real)(symbol, func, cuda_version, flags, status) };
     if rc == 0 {
         unsafe { wrap_out("cudaGetDriverEntryPointByVersion", symbol, func) };
     }
     rc
+}
+
+/// What the caller would have found without cudablame, for a name that cudablame exports
+/// (`ours`): the next definition in the global scope, else one in the caller's own scope. A CUDA runtime that a library loaded with `RTLD_LOCAL` depends on (Python
+/// extension modules) is only in that library's scope, which a lookup made from libcudablame
+/// would never see. `caller` is a return address in the caller's code (0: unknown).
+fn next_definition(name: &std::ffi::CStr, ours: usize, caller: usize) -> usize {
+    // SAFETY: a pseudo-handle and a C string.
+    let next = unsafe { real::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+    if next != 0 && next != ours {
+        return next;
+    }
+    if caller == 0 {
+        return 0;
+    }
+    // SAFETY: dladdr1 only reads loader data; with RTLD_DL_LINKMAP it stores the caller's
+    // `struct link_map *`, which glibc accepts as a handle (it is what dlopen returns).
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        let mut map: *mut c_void = std::ptr::null_mut();
+        const RTLD_DL_LINKMAP: c_int = 2; // <dlfcn.h>
+        if libc::dladdr1(caller as *const c_void, &mut info, &mut map, RTLD_DL_LINKMAP) == 0 || map.is_null() {
+            return 0;
+        }
+        let found = real::dlsym(map, name.as_ptr()) as usize;
+        if found == ours { 0 } else { found }
+    }
 }

@@ -14,28 +14,36 @@ use std::sync::OnceLock;
 
 type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 
-static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
+/// The address of glibc's `dlsym` once found (read by the naked `dlsym` entry, `interpose`).
+pub static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
 
-/// glibc's own `dlsym`. Versions tried: `GLIBC_2.34` (glibc >= 2.34, x86-64 and aarch64),
+/// Finds glibc's own `dlsym` (the next definition after libcudablame) and returns its address,
+/// 0 if there is none. Versions tried: `GLIBC_2.34` (glibc >= 2.34, x86-64 and aarch64),
 /// `GLIBC_2.2.5` (older x86-64), `GLIBC_2.17` (older aarch64).
+pub extern "C" fn resolve_real_dlsym() -> usize {
+    let f = REAL_DLSYM.load(Ordering::Acquire);
+    if f != 0 {
+        return f;
+    }
+    for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
+        // SAFETY: dlvsym with constant NUL-terminated strings.
+        let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
+        if !p.is_null() {
+            REAL_DLSYM.store(p as usize, Ordering::Release);
+            return p as usize;
+        }
+    }
+    0
+}
+
+/// glibc's own `dlsym`, called from libcudablame (so `RTLD_NEXT` means "after libcudablame").
 ///
 /// # Safety
 /// As `dlsym(3)`: `handle` is a handle from `dlopen` or a pseudo-handle, `name` NUL-terminated.
 pub unsafe fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
-    let mut f = REAL_DLSYM.load(Ordering::Acquire);
+    let f = resolve_real_dlsym();
     if f == 0 {
-        for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
-            // SAFETY: dlvsym with constant NUL-terminated strings.
-            let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
-            if !p.is_null() {
-                f = p as usize;
-                break;
-            }
-        }
-        if f == 0 {
-            return std::ptr::null_mut();
-        }
-        REAL_DLSYM.store(f, Ordering::Release);
+        return std::ptr::null_mut();
     }
     // SAFETY: f is glibc's dlsym.
     unsafe { std::mem::transmute::<usize, DlsymFn>(f)(handle, name) }
@@ -94,11 +102,20 @@ pub fn driver() -> Option<&'static Driver> {
 fn find_driver(hint: usize) -> Option<*mut c_void> {
     let is_driver = |h: *mut c_void| !h.is_null() && sym(h, c"cuInit") != 0;
     // SAFETY: dlopen with RTLD_NOLOAD only returns already-loaded objects; dladdr reads loader data.
+    // The handle of the driver is kept (never closed): the reference keeps the driver mapped
+    // for the addresses cached in `Driver` even if the program dlcloses it. Others are closed.
+    let close = |h: *mut c_void| {
+        if !h.is_null() {
+            // SAFETY: a handle from dlopen, closed once.
+            unsafe { libc::dlclose(h) };
+        }
+    };
     unsafe {
         let handle = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
         if is_driver(handle) {
             return Some(handle);
         }
+        close(handle);
         if hint != 0 {
             let mut info: libc::Dl_info = std::mem::zeroed();
             if libc::dladdr(hint as *const c_void, &mut info) != 0 && !info.dli_fname.is_null() {
@@ -106,6 +123,7 @@ fn find_driver(hint: usize) -> Option<*mut c_void> {
                 if is_driver(handle) {
                     return Some(handle);
                 }
+                close(handle);
             }
         }
     }

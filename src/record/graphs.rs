@@ -13,6 +13,7 @@
 
 use super::{OpRecord, StreamId};
 use crate::stack::NativeStack;
+use crate::safety::Resettable;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -46,10 +47,11 @@ struct Tables {
     order: VecDeque<(bool, usize)>,
 }
 
-static TABLES: Mutex<Option<Tables>> = Mutex::new(None);
+/// Resettable: a forked child drops it without taking its lock (`safety::Resettable`).
+static TABLES: Resettable<Mutex<Option<Tables>>> = Resettable::new();
 
 fn with<T>(f: impl FnOnce(&mut Tables) -> T) -> T {
-    f(TABLES.lock().get_or_insert_with(Tables::default))
+    f(TABLES.get().lock().get_or_insert_with(Tables::default))
 }
 
 /// A capture began on `stream` of `context`.
@@ -125,7 +127,7 @@ pub fn of_exec(exec: usize) -> Option<Arc<GraphInfo>> {
     with(|t| t.execs.get(&exec).cloned())
 }
 
-/// Forgets everything (a forked child).
+/// Forgets everything (a forked child). Takes no lock.
 pub fn clear() {
-    *TABLES.lock() = None;
+    TABLES.reset_in_child();
 }

@@ -201,6 +201,17 @@ pub struct OpRecord {
 /// stream can be capturing and the per-launch `cuStreamIsCapturing` check is skipped.
 static CAPTURES_ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
+/// Forgets every stream, marker slot, kernel name and capture of the parent (the
+/// `pthread_atfork` child handler, see `safety`): the child never uses its parent's contexts.
+pub fn forget_after_fork() {
+    streams::clear();
+    names::clear();
+    graphs::clear();
+    CAPTURES_ACTIVE.store(0, Ordering::Relaxed);
+    // The forking thread has a new OS id in the child.
+    let _ = TID.try_with(|t| t.set(0));
+}
+
 /// Wall-clock time in ns (`CLOCK_REALTIME`).
 pub fn now_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -258,6 +269,7 @@ pub fn enqueue(ep: EntryPoint, launch: Launch, real_call: impl FnOnce() -> CUres
 
 fn prepare(driver: &'static real::Driver, ep: EntryPoint, launch: Launch) -> (std::sync::Arc<StreamState>, OpRecord) {
     let cfg = config::get();
+    crate::safety::test_panic(crate::safety::PanicPoint::Record);
     let time_ns = now_ns();
     let stack = match cfg.stack {
         StackMode::Native => NativeStack::capture(cfg.stack_depth, time_ns),
@@ -303,6 +315,7 @@ pub struct SyncMark(Vec<(std::sync::Arc<StreamState>, u64)>);
 
 /// Before a non-enqueueing call: note the streams a synchronization covers.
 pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
+    crate::safety::test_panic(crate::safety::PanicPoint::Record);
     let driver = real::driver()?;
     let issued = |s: std::sync::Arc<StreamState>| {
         let n = s.issued.load(Ordering::Acquire);

@@ -5,11 +5,11 @@
 //! costs one thread-local set lookup.
 
 use crate::real::Driver;
+use crate::safety::Resettable;
 use parking_lot::RwLock;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::LazyLock;
 
 /// Hashes pointer-sized keys by one multiplication (handles are already well spread).
 #[derive(Default)]
@@ -32,7 +32,8 @@ impl Hasher for AddressHasher {
 type Fast = BuildHasherDefault<AddressHasher>;
 
 /// Mangled names by kernel handle (`None`: the driver did not say).
-static NAMES: LazyLock<RwLock<HashMap<usize, Option<String>, Fast>>> = LazyLock::new(Default::default);
+/// Resettable: a forked child drops it without taking its lock (`safety::Resettable`).
+static NAMES: Resettable<RwLock<HashMap<usize, Option<String>, Fast>>> = Resettable::new();
 
 thread_local! {
     static SEEN: RefCell<HashSet<usize, Fast>> = RefCell::new(HashSet::default());
@@ -42,7 +43,7 @@ thread_local! {
 #[inline]
 pub fn note(driver: &Driver, handle: usize) {
     let new = SEEN.with(|s| s.borrow_mut().insert(handle));
-    if new && !matches!(NAMES.read().get(&handle), Some(Some(_))) {
+    if new && !matches!(NAMES.get().read().get(&handle), Some(Some(_))) {
         if let Some(name) = driver.kernel_name(handle) {
             set(handle, name);
         }
@@ -51,12 +52,12 @@ pub fn note(driver: &Driver, handle: usize) {
 
 /// Records the name the program looked a handle up by (`cuModuleGetFunction`, ...).
 pub fn set(handle: usize, name: String) {
-    NAMES.write().insert(handle, Some(name));
+    NAMES.get().write().insert(handle, Some(name));
 }
 
 /// `handle` has the name of `of` (`cuKernelGetFunction`).
 pub fn alias(handle: usize, of: usize) {
-    let name = NAMES.read().get(&of).cloned().flatten();
+    let name = NAMES.get().read().get(&of).cloned().flatten();
     if let Some(n) = name {
         set(handle, n);
     }
@@ -64,14 +65,14 @@ pub fn alias(handle: usize, of: usize) {
 
 /// The mangled name of `handle`: from the cache, else from the driver now.
 pub fn name(driver: Option<&Driver>, handle: usize) -> Option<String> {
-    if let Some(Some(n)) = NAMES.read().get(&handle) {
+    if let Some(Some(n)) = NAMES.get().read().get(&handle) {
         return Some(n.clone());
     }
     driver.and_then(|d| d.kernel_name(handle))
 }
 
-/// Forgets the per-thread set and the names (a forked child, tests).
+/// Forgets the names and this thread's set (a forked child, tests). Takes no lock.
 pub fn clear() {
-    NAMES.write().clear();
-    SEEN.with(|s| s.borrow_mut().clear());
+    NAMES.reset_in_child();
+    let _ = SEEN.try_with(|s| s.replace(HashSet::default()));
 }

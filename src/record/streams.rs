@@ -4,11 +4,12 @@
 use super::OpRecord;
 use crate::cuda::{CUstream, CUDA_SUCCESS, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD};
 use crate::real::{self, Driver};
+use crate::safety::Resettable;
 use parking_lot::{Mutex, RwLock};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 /// Which stream an op went to. Default streams are told apart by the API variant: a NULL handle
 /// is the legacy stream in plain variants and the per-thread stream in `_ptsz`/`_ptds` ones
@@ -162,13 +163,13 @@ struct Table {
     live: HashMap<Key, Arc<StreamState>>,
     /// Destroyed streams still matter (their queued work runs on); the most recent few are kept.
     retired: VecDeque<Arc<StreamState>>,
-    /// Bumped on every removal so thread-local caches notice.
-    epoch: u64,
 }
 
 const RETIRED_KEPT: usize = 64;
 
-static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(Default::default);
+/// Resettable: a forked child drops it without taking its lock (`safety::Resettable`).
+static TABLE: Resettable<RwLock<Table>> = Resettable::new();
+/// Bumped on every removal (and after a fork) so thread-local caches notice.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 
 /// A slab of marker slots: pinned host memory, its device address, the next free slot.
@@ -179,7 +180,7 @@ struct Slab {
 }
 
 /// The current marker slab of each context.
-static MARKER_POOLS: LazyLock<Mutex<HashMap<usize, Slab>>> = LazyLock::new(Default::default);
+static MARKER_POOLS: Resettable<Mutex<HashMap<usize, Slab>>> = Resettable::new();
 const SLOTS_PER_SLAB: usize = 512;
 
 thread_local! {
@@ -196,7 +197,7 @@ pub fn lookup(driver: &Driver, context: usize, id: StreamId) -> Arc<StreamState>
     }) {
         return s;
     }
-    let found = TABLE.read().live.get(&key).cloned();
+    let found = TABLE.get().read().live.get(&key).cloned();
     let state = found.unwrap_or_else(|| {
         let created = Arc::new(StreamState {
             id,
@@ -207,7 +208,7 @@ pub fn lookup(driver: &Driver, context: usize, id: StreamId) -> Arc<StreamState>
             host_completed: AtomicU64::new(0),
             marker: if crate::config::markers_enabled() { marker_slot(driver, context) } else { None },
         });
-        TABLE.write().live.entry(key).or_insert(created).clone()
+        TABLE.get().write().live.entry(key).or_insert(created).clone()
     });
     CACHE.with(|c| *c.borrow_mut() = Some((key, epoch, state.clone())));
     state
@@ -215,40 +216,39 @@ pub fn lookup(driver: &Driver, context: usize, id: StreamId) -> Arc<StreamState>
 
 /// The state of `(context, stream)` if it exists.
 pub fn find(context: usize, id: StreamId) -> Option<Arc<StreamState>> {
-    TABLE.read().live.get(&(context, id)).cloned()
+    TABLE.get().read().live.get(&(context, id)).cloned()
 }
 
 /// Every stream known, live ones first, then recently destroyed ones.
 pub fn all() -> Vec<Arc<StreamState>> {
-    let t = TABLE.read();
+    let t = TABLE.get().read();
     t.live.values().chain(t.retired.iter()).cloned().collect()
 }
 
 /// Moves a destroyed stream to the retired list.
 pub fn retire(context: usize, id: StreamId) {
-    let mut t = TABLE.write();
+    let mut t = TABLE.get().write();
     if let Some(s) = t.live.remove(&(context, id)) {
         if t.retired.len() >= RETIRED_KEPT {
             t.retired.pop_front();
         }
         t.retired.push_back(s);
-        t.epoch += 1;
-        EPOCH.store(t.epoch, Ordering::Release);
+        EPOCH.fetch_add(1, Ordering::AcqRel);
     }
 }
 
-/// Forgets everything (a forked child must not use its parent's contexts or slots).
+/// Forgets everything (a forked child must not use its parent's contexts or slots). Takes no
+/// lock: in a forked child another parent thread may have held one (`safety::Resettable`).
 pub fn clear() {
-    let mut t = TABLE.write();
-    t.live.clear();
-    t.retired.clear();
-    t.epoch += 1;
-    EPOCH.store(t.epoch, Ordering::Release);
-    MARKER_POOLS.lock().clear();
+    TABLE.reset_in_child();
+    MARKER_POOLS.reset_in_child();
+    // Thread-local caches hold the epoch they saw: a new epoch makes them look up again.
+    EPOCH.fetch_add(1, Ordering::AcqRel);
+    CACHE.with(|c| *c.borrow_mut() = None);
 }
 
 fn marker_slot(driver: &Driver, context: usize) -> Option<Marker> {
-    let mut pools = MARKER_POOLS.lock();
+    let mut pools = MARKER_POOLS.get().lock();
     let slab = pools.entry(context).or_insert(Slab { host: 0, device: 0, next: SLOTS_PER_SLAB });
     if slab.next >= SLOTS_PER_SLAB {
         let (host, device) = real::alloc_marker_memory(driver, SLOTS_PER_SLAB * 8)?;

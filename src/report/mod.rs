@@ -25,6 +25,7 @@ const RECENT_PER_STREAM: usize = 8;
 /// call was a launch that failed by itself (non-sticky): it is then the `exact` culprit.
 pub fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpRecord>) {
     let cfg = config::get();
+    crate::safety::test_panic(crate::safety::PanicPoint::Report);
     let started = std::time::Instant::now();
     let mut report = build(ep, call, rc, failed_launch);
     report.build_ns = started.elapsed().as_nanos() as u64;
@@ -40,7 +41,7 @@ pub fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpR
         );
     }
     if cfg.text {
-        eprint!("{}", text::render(&report));
+        crate::safety::write_stderr(text::render(&report).as_bytes());
     }
 }
 
@@ -190,7 +191,7 @@ impl Names {
         let driver = self.driver;
         self.cache
             .entry(handle)
-            .or_insert_with(|| driver.and_then(|d| d.kernel_name(handle)))
+            .or_insert_with(|| record::names::name(driver, handle))
             .clone()
     }
 

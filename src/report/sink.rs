@@ -35,6 +35,7 @@ pub fn write_json(pattern: &str, report: &Report, rank: u32) -> Option<String> {
     write_file(
         "JSON report",
         "CUDABLAME_REPORT",
+        "cudablame-%h-%p.json",
         pattern,
         p.pid,
         &p.host,
@@ -58,6 +59,7 @@ pub fn write_trace<T: serde::Serialize>(
     write_file(
         "trace",
         "CUDABLAME_TRACE",
+        "cudablame-trace-%h-%p.json",
         pattern,
         p.pid,
         &p.host,
@@ -69,35 +71,68 @@ pub fn write_trace<T: serde::Serialize>(
     )
 }
 
-/// Expands `pattern` and writes a new file there with `fill` (see [`write_new`]); failures print
-/// one line naming `what` and the variable that sets the path, and return `None`.
+/// Expands `pattern` and writes a new file there with `fill` (see [`write_new`]). A pattern that
+/// names a directory (an existing one, or ending in `/`) gets the file `in_directory` inside it.
+/// Failures (unwritable, full disk, over the file size limit, ...) print one line naming `what` and
+/// the variable that sets the path, and return `None`: the program goes on as without cudablame.
+#[allow(clippy::too_many_arguments)]
 pub fn write_file(
     what: &str,
     var: &str,
+    in_directory: &str,
     pattern: &str,
     pid: u32,
     host: &str,
     rank: u32,
-    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+    fill: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
 ) -> Option<String> {
-    let path = expand(pattern, pid, host, rank);
+    let mut path = expand(pattern, pid, host, rank);
+    if path.ends_with('/') || std::path::Path::new(&path).is_dir() {
+        path = std::path::Path::new(&path)
+            .join(expand(in_directory, pid, host, rank))
+            .display()
+            .to_string();
+    }
     match write_new(&path, fill) {
         Ok(p) => Some(p),
         Err(e) => {
-            eprintln!("cudablame: cannot write the {what} to {path}: {e} (set {var})");
+            crate::safety::say(&format!(
+                "cudablame: cannot write the {what} to {}: {e} (set {var})",
+                crate::safety::shorten(&path, 200)
+            ));
             None
         }
     }
 }
 
-/// Writes a new file at `path` and returns the path written. The file is created exclusively in
-/// the target directory (a temporary name), filled by `fill`, flushed to disk, then linked to its
-/// final name without replacing anything there: a planted symlink or another process's file is
-/// never followed or overwritten (the file then goes to `NAME.1.json`, `NAME.2.json`, ...).
+/// `RLIMIT_FSIZE` (`ulimit -f`) in bytes, if limited. Writing past it would kill the program with
+/// `SIGXFSZ`.
+fn file_size_limit() -> Option<u64> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: valid out pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
+        return None;
+    }
+    Some(lim.rlim_cur as u64)
+}
+
+/// Writes a new file at `path` and returns the path written. The content is made in memory by
+/// `fill` (refused when larger than the file size limit), written to a file created exclusively in
+/// the target directory (a temporary name), flushed to disk, then linked to its final name without
+/// replacing anything there: a planted symlink or another process's file is never followed or
+/// overwritten (the file then goes to `NAME.1.json`, `NAME.2.json`, ...).
 pub fn write_new(
     path: &str,
-    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+    fill: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
 ) -> std::io::Result<String> {
+    let mut content = Vec::new();
+    fill(&mut content)?;
+    if let Some(limit) = file_size_limit().filter(|&l| content.len() as u64 > l) {
+        return Err(std::io::Error::other(format!(
+            "{} bytes exceed the file size limit of {limit} bytes (ulimit -f)",
+            content.len()
+        )));
+    }
     let target = std::path::Path::new(path);
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -107,7 +142,7 @@ pub fn write_new(
         .prefix(".cudablame-")
         .suffix(".json.tmp")
         .tempfile_in(&dir)?;
-    fill(tmp.as_file_mut())?;
+    tmp.as_file_mut().write_all(&content)?;
     tmp.as_file().sync_all()?;
     let stem = target
         .file_stem()

@@ -190,11 +190,27 @@ unsafe fn get_name(pname: *mut *const c_char, handle: *mut c_void) -> Res<()> {
 /// `cuFuncGetName(const char**, CUfunction)`: stable NUL-terminated name. Works after a fault.
 #[no_mangle]
 pub unsafe extern "C" fn cuFuncGetName(pname: *mut *const c_char, func: CUfunction) -> CUresult {
-    guard(|| get_name(pname, func))
+    guard(|| {
+        nameless()?;
+        get_name(pname, func)
+    })
+}
+
+/// With `FAKE_CUDA_NAMELESS=1`, `cuFuncGetName` and `cuKernelGetName` answer
+/// `CUDA_ERROR_NOT_SUPPORTED`, as driver 580 did on the H200 for functions of a module loaded from
+/// PTX with `cuModuleLoadData`: the name is then only known from the `cuModuleGetFunction` lookup.
+fn nameless() -> crate::types::Res<()> {
+    match std::env::var("FAKE_CUDA_NAMELESS") {
+        Ok(v) if v == "1" => Err(crate::errors::NOT_SUPPORTED),
+        _ => Ok(()),
+    }
 }
 
 /// `cuKernelGetName(const char**, CUkernel)`: stable NUL-terminated name. Works after a fault.
 #[no_mangle]
 pub unsafe extern "C" fn cuKernelGetName(pname: *mut *const c_char, kernel: CUkernel) -> CUresult {
-    guard(|| get_name(pname, kernel))
+    guard(|| {
+        nameless()?;
+        get_name(pname, kernel)
+    })
 }

@@ -60,7 +60,10 @@ pub const VERSIONED: &[(&str, &[(i32, &str)])] = &[
     ("cuMemsetD32", &[(4000, "cuMemsetD32_v2")]),
     ("cuDeviceTotalMem", &[(4000, "cuDeviceTotalMem_v2")]),
     ("cuCtxCreate", &[(4000, "cuCtxCreate_v2")]),
-    ("cuCtxSynchronize", &[(13000, "cuCtxSynchronize_v2")]),
+    (
+        "cuCtxSynchronize",
+        &[(2000, "cuCtxSynchronize"), (13000, "cuCtxSynchronize_v2")],
+    ),
     ("cuCtxDestroy", &[(4000, "cuCtxDestroy_v2")]),
     ("cuCtxPushCurrent", &[(4000, "cuCtxPushCurrent_v2")]),
     ("cuCtxPopCurrent", &[(4000, "cuCtxPopCurrent_v2")]),

@@ -184,3 +184,107 @@ pub fn functions(stack: &Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Compiles `programs/<source>.c` once per test binary into `out_name` with extra compiler and
+/// linker arguments (`-shared -fPIC` for a library, `-DNAME`, `-lcuda`, ...).
+pub fn compile_with(source: &str, out_name: &str, extra: &[&str]) -> PathBuf {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let out = scratch().join(out_name);
+    if out.exists() {
+        return out;
+    }
+    let src = programs_dir().join(format!("{source}.c"));
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cc.args(["-g", "-O1", "-fno-inline", "-Wall", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .arg("-I")
+        .arg(programs_dir())
+        .arg("-L")
+        .arg(driver_dir())
+        .arg(format!("-Wl,-rpath,{}", driver_dir().display()))
+        .arg(format!("-Wl,-rpath,{}", scratch().display()))
+        .arg("-L")
+        .arg(scratch())
+        .args(extra)
+        .args(["-ldl", "-lpthread"]);
+    let st = cc.status().expect("run cc");
+    assert!(st.success(), "compiling {} failed", src.display());
+    out
+}
+
+/// A command for `program args` with the fake driver on the library path, no preload and no
+/// `CUDABLAME_*` variable of the test environment.
+pub fn command(program: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", driver_dir())
+        .env_remove("LD_PRELOAD");
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("CUDABLAME_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
+/// Runs `cmd` to completion, killing it and failing the test after `limit` (a hang is a bug).
+/// Returns its output and how long it ran.
+pub fn output_within(cmd: &mut Command, limit: std::time::Duration) -> (std::process::Output, std::time::Duration) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let started = std::time::Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn test program");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = String::from_utf8_lossy(&err_reader.join().unwrap()).into_owned();
+            panic!("{cmd:?} still running after {limit:?}: killed (hang)\nstderr:\n{stderr}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let stdout = reader.join().unwrap();
+    let stderr = err_reader.join().unwrap();
+    (std::process::Output { status, stdout, stderr }, started.elapsed())
+}
+
+/// How a process ended, comparable between runs: `exit N` or `signal N`.
+pub fn ending(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => "unknown".into(),
+    }
+}
+
+/// The lines of `text` without those that differ between runs of one program by nature (pids,
+/// thread ids, stream addresses).
+pub fn stable_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.contains("pid=") && !l.contains("_tid=") && !l.starts_with("stream_b="))
+        .map(String::from)
+        .collect()
+}

@@ -1,0 +1,220 @@
+//! Process life: fork after CUDA init, exec, exit without synchronizing, `_exit`, exit while
+//! another thread launches, dlclose of the driver, a second interposer that also wraps `dlsym`,
+//! libraries loaded `RTLD_LOCAL` and `RTLD_DEEPBIND`. The program must behave exactly as without
+//! cudablame (same stdout, same exit status), never hang, and reports must name the right process.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn life() -> PathBuf {
+    compile("life", false)
+}
+
+/// One run's results, with the reports written under `dir` (pattern `report-%p.json`).
+struct Outcome {
+    ending: String,
+    stdout: String,
+    stderr: String,
+    reports: Vec<Value>,
+    took: Duration,
+}
+
+impl Outcome {
+    fn printed(&self, key: &str) -> String {
+        self.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= in stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr))
+            .to_string()
+    }
+
+    fn report_of(&self, pid: &str) -> &Value {
+        self.reports
+            .iter()
+            .find(|r| r["process"]["pid"].to_string() == pid)
+            .unwrap_or_else(|| panic!("no report of pid {pid}; stderr:\n{}", self.stderr))
+    }
+}
+
+fn run_in(dir: &Path, program: &Path, args: &[&str], preload: Option<String>, env: &[(&str, &str)]) -> Outcome {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let mut cmd = command(program, args);
+    cmd.env("CUDABLAME_REPORT", dir.join("report-%p.json"));
+    if let Some(p) = preload {
+        cmd.env("LD_PRELOAD", p);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let (out, took) = output_within(&mut cmd, Duration::from_secs(60));
+    let mut reports = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "json") {
+            reports.push(serde_json::from_slice(&std::fs::read(&p).unwrap()).expect("complete JSON report"));
+        }
+    }
+    Outcome {
+        ending: ending(&out.status),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        reports,
+        took,
+    }
+}
+
+fn shim_preload() -> Option<String> {
+    Some(shim().display().to_string())
+}
+
+/// Runs with and without the shim: same ending and stdout (pids and tids aside). Returns the
+/// run under the shim.
+fn same_as_without(name: &str, program: &Path, args: &[&str]) -> Outcome {
+    let plain = run_in(&scratch().join(format!("{name}-plain")), program, args, None, &[]);
+    let shimmed = run_in(&scratch().join(format!("{name}-shim")), program, args, shim_preload(), &[]);
+    assert_eq!(plain.ending, shimmed.ending, "{name}: {}\n{}", shimmed.stdout, shimmed.stderr);
+    assert_eq!(stable_lines(&plain.stdout), stable_lines(&shimmed.stdout), "{name}\n{}", shimmed.stderr);
+    assert!(plain.reports.is_empty());
+    shimmed
+}
+
+#[test]
+fn forked_child_reports_its_own_error_under_its_own_pid() {
+    let r = same_as_without("fork", &life(), &["fork"]);
+    assert_eq!(r.ending, "exit 0");
+    assert_eq!(r.printed("parent_rc"), "700");
+    assert_eq!(r.printed("child_rc"), "700");
+    assert_eq!(r.printed("child_status"), "0");
+    assert_eq!(r.reports.len(), 2, "one report per process; stderr:\n{}", r.stderr);
+    let parent = r.report_of(&r.printed("pid"));
+    assert_eq!(parent["culprit"]["op"]["kernel"], "oob");
+    assert_eq!(parent["culprit"]["confidence"], "exact");
+    let child = r.report_of(&r.printed("child_pid"));
+    assert_eq!(child["culprit"]["confidence"], "exact", "{}", child["culprit"]["reason"]);
+    let op = &child["culprit"]["op"];
+    assert_eq!(op["kernel"], "instant_oob");
+    assert_eq!(op["seq"], 2, "the child's own legacy stream: quick, then instant_oob");
+    assert_eq!(op["thread"].to_string(), r.printed("child_tid"), "the child's thread id, not the parent's");
+    assert_eq!(child["reporting_call"]["thread"].to_string(), r.printed("child_tid"));
+    // Nothing of the parent: its context's streams and ops are forgotten.
+    let contexts: Vec<&Value> = child["streams"].as_array().unwrap().iter().map(|s| &s["context"]).collect();
+    assert!(contexts.iter().all(|c| *c == &op["context"]), "parent streams in the child's report: {contexts:?}");
+    assert_ne!(op["context"], parent["culprit"]["op"]["context"]);
+}
+
+#[test]
+fn exec_after_cuda_init_reports_in_the_new_image() {
+    let r = same_as_without("exec", &life(), &["exec"]);
+    assert_eq!(r.ending, "exit 1");
+    assert_eq!(r.printed("memcpy_rc"), "700");
+    assert_eq!(r.reports.len(), 1);
+    let rep = &r.reports[0];
+    assert_eq!(rep["process"]["pid"].to_string(), r.printed("pid"));
+    assert_eq!(rep["culprit"]["op"]["kernel"], "oob");
+    assert_eq!(rep["culprit"]["op"]["seq"], 2, "the new image's ops only");
+}
+
+#[test]
+fn exit_without_synchronizing_and_underscore_exit() {
+    for (scenario, want) in [("exit_nosync", "exit 0"), ("underscore_exit", "exit 7")] {
+        let r = same_as_without(scenario, &life(), &[scenario]);
+        assert_eq!(r.ending, want);
+        assert!(r.reports.is_empty(), "{scenario}: an error never returned to the program is not reported");
+        assert!(!r.stderr.contains("cudablame"), "{scenario}: {}", r.stderr);
+        assert!(r.took < Duration::from_secs(5), "{scenario}: exit took {:?}", r.took);
+    }
+}
+
+#[test]
+fn exit_while_another_thread_launches() {
+    for i in 0..5 {
+        let r = run_in(&scratch().join(format!("exit-launching-{i}")), &life(), &["exit_launching"], shim_preload(), &[]);
+        assert_eq!(r.ending, "exit 0", "{}", r.stderr);
+        assert_eq!(r.printed("exiting"), "");
+    }
+}
+
+#[test]
+fn dlclose_and_dlopen_of_the_driver_again() {
+    let r = same_as_without("dlclose", &life(), &["dlclose"]);
+    assert_eq!(r.ending, "exit 1");
+    assert_eq!(r.printed("memcpy_rc"), "700");
+    let rep = &r.reports[0];
+    assert_eq!(rep["culprit"]["op"]["kernel"], "oob");
+    assert_eq!(rep["culprit"]["op"]["seq"], 7, "3 + 3 quick launches across the reopen, then oob");
+    assert_eq!(rep["culprit"]["confidence"], "exact");
+}
+
+/// A second interposer wrapping dlsym, getpid and cuInit, before and after cudablame in
+/// LD_PRELOAD, with a program reaching the driver by dlsym and one linked with -lcuda.
+#[test]
+fn a_second_interposer_that_also_wraps_dlsym() {
+    let other = compile_with("other_interposer", "libother_interposer.so", &["-shared", "-fPIC"]);
+    let scenarios = compile("scenarios", false);
+    let linked = compile("scenarios", true);
+    let mut combinations = 0;
+    for (program, args, linked_program) in [(&scenarios, &["--dlsym", "oob"][..], false), (&linked, &["oob"][..], true)] {
+        let plain = run_in(&scratch().join("other-plain"), program, args, None, &[]);
+        for order in ["shim-first", "other-first"] {
+            let preload = match order {
+                "shim-first" => format!("{}:{}", shim().display(), other.display()),
+                _ => format!("{}:{}", other.display(), shim().display()),
+            };
+            let label = format!("{order} {args:?}");
+            let r = run_in(&scratch().join(format!("other-{order}")), program, args, Some(preload), &[]);
+            assert_eq!(r.ending, plain.ending, "{label}: {}", r.stderr);
+            assert_eq!(stable_lines(&r.stdout), stable_lines(&plain.stdout), "{label}");
+            assert_eq!(r.reports.len(), 1, "{label}: {}", r.stderr);
+            assert_eq!(r.reports[0]["culprit"]["op"]["kernel"], "oob_write", "{label}");
+            assert_eq!(r.reports[0]["culprit"]["confidence"], "exact", "{label}");
+            let counts = r.stderr.lines().find(|l| l.starts_with("other_interposer:")).unwrap_or_else(|| panic!("{label}: {}", r.stderr));
+            assert!(!counts.contains("getpid=0"), "{label}: the program's getpid went through the other interposer: {counts}");
+            if linked_program {
+                assert!(counts.contains("cuInit=1"), "{label}: {counts}");
+            }
+            combinations += 1;
+        }
+    }
+    println!("second interposer: {combinations} combinations, same results as without cudablame");
+}
+
+fn plugin() -> PathBuf {
+    compile_with("fake_cudart", "libfakecudart.so", &["-shared", "-fPIC", "-lcuda"]);
+    compile_with("plugin", "libplugin.so", &["-shared", "-fPIC", "-lcuda", "-lfakecudart"])
+}
+
+/// A library loaded RTLD_LOCAL whose driver and runtime are only in its own scope (a Python
+/// extension module): its RTLD_DEFAULT lookups and its runtime's cudaGetDriverEntryPoint must find
+/// what they find without cudablame, and the launches it makes through them are recorded.
+#[test]
+fn library_loaded_rtld_local_keeps_its_own_scope() {
+    let plugin = plugin().display().to_string();
+    let r = same_as_without("plugin-local", &life(), &["plugin_local", &plugin]);
+    assert_eq!(r.printed("default_cuDeviceGet"), "found");
+    assert_eq!(r.printed("default_cuLaunchKernel"), "found");
+    assert_eq!(r.printed("default_cuMemcpy3DPeer"), "missing", "cudablame must not make absent functions appear");
+    assert_eq!(r.printed("entry_point_rc"), "0");
+    assert_eq!(r.printed("read_back_rc"), "700");
+    let rep = &r.reports[0];
+    assert_eq!(rep["culprit"]["op"]["kernel"], "oob", "{}", r.stderr);
+    assert_eq!(rep["culprit"]["confidence"], "exact");
+    assert!(functions(&rep["culprit"]["op"]["stack"]).iter().any(|f| f == "launch_bad_kernel"));
+}
+
+/// RTLD_DEEPBIND: the library's own references bind inside its scope, past cudablame (its
+/// launches are not seen: documented). The program is unaffected, and the error it notices
+/// through its own calls is still reported.
+#[test]
+fn library_loaded_rtld_deepbind() {
+    let plugin = plugin().display().to_string();
+    let r = same_as_without("plugin-deepbind", &life(), &["plugin_deepbind", &plugin]);
+    assert_eq!(r.printed("read_back_rc"), "700");
+    assert_eq!(r.printed("program_sync_rc"), "700");
+    assert_eq!(r.reports.len(), 1, "{}", r.stderr);
+    assert_eq!(r.reports[0]["error"]["code"], 700);
+    assert_eq!(r.reports[0]["reporting_call"]["entry_point"], "cuCtxSynchronize");
+}

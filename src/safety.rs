@@ -1,0 +1,235 @@
+//! Never changing the program: cudablame's own code runs under [`guarded`], which turns a panic
+//! into "cudablame is off from now on" (one line on stderr, the real results still returned);
+//! stderr is written with [`write_stderr`], which never panics and never raises `SIGPIPE` in the
+//! program; and a forked child forgets the parent's tables ([`after_fork_in_child`]).
+
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::Once;
+
+/// Set by the first panic in cudablame's code: every hook then only makes the real call.
+static DISABLED: AtomicBool = AtomicBool::new(false);
+static HOOK: Once = Once::new();
+
+/// Whether an internal error turned cudablame off.
+#[inline]
+pub fn disabled() -> bool {
+    DISABLED.load(Ordering::Relaxed)
+}
+
+/// Runs cudablame's own work, never letting a panic cross into the program: `None` if it
+/// panicked, or if an earlier panic turned cudablame off.
+#[inline]
+pub fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
+    if disabled() {
+        return None;
+    }
+    if !HOOK.is_completed() {
+        install_panic_hook();
+    }
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            DISABLED.store(true, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+/// Replaces the default panic hook of cudablame's own copy of `std` (a Rust host program has
+/// its own, untouched): one line, the first time, instead of a message and a backtrace hint.
+fn install_panic_hook() {
+    HOOK.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            DISABLED.store(true, Ordering::Relaxed);
+            static SAID: AtomicBool = AtomicBool::new(false);
+            if SAID.swap(true, Ordering::Relaxed) {
+                return;
+            }
+            let payload = info.payload();
+            let message = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("panic");
+            let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+            say(&format!("cudablame: internal error ({message}{at}); continuing without it"));
+        }));
+    });
+}
+
+/// Where `CUDABLAME_TEST_PANIC` (test-only) makes cudablame's own code panic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PanicPoint {
+    /// Describing a hooked call from its arguments, before the real call.
+    Describe,
+    /// Recording around the real call (launch rings, synchronization bookkeeping).
+    Record,
+    /// Building or writing the report.
+    Report,
+    /// Choosing the wrapper for a function resolved by `dlsym` / `cuGetProcAddress`.
+    Resolve,
+}
+
+impl PanicPoint {
+    pub fn parse(s: &str) -> Option<PanicPoint> {
+        match s {
+            "describe" => Some(PanicPoint::Describe),
+            "record" => Some(PanicPoint::Record),
+            "report" => Some(PanicPoint::Report),
+            "resolve" => Some(PanicPoint::Resolve),
+            _ => None,
+        }
+    }
+}
+
+/// Panics if `CUDABLAME_TEST_PANIC` names `point` (tests of the no-panic guarantee).
+#[inline]
+pub fn test_panic(point: PanicPoint) {
+    if crate::config::get().test_panic == Some(point) {
+        panic!("CUDABLAME_TEST_PANIC={point:?}");
+    }
+}
+
+/// Writes one line (a newline is added) to stderr; see [`write_stderr`].
+pub fn say(line: &str) {
+    let mut s = String::with_capacity(line.len() + 1);
+    s.push_str(line);
+    s.push('\n');
+    write_stderr(s.as_bytes());
+}
+
+/// Writes `bytes` to file descriptor 2 and ignores failures. Unlike `eprint!` it never panics
+/// (a closed or broken stderr is the program's business), and `SIGPIPE` is blocked on this thread
+/// for the write, a `SIGPIPE` it raised is consumed: a program whose stderr reader went away is
+/// not killed because cudablame wrote there.
+pub fn write_stderr(bytes: &[u8]) {
+    // SAFETY: signal-mask and write system calls on local, initialized data.
+    unsafe {
+        let mut pipe: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut pipe);
+        libc::sigaddset(&mut pipe, libc::SIGPIPE);
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        let masked = libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old) == 0;
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        let was_pending = masked && libc::sigpending(&mut pending) == 0 && libc::sigismember(&pending, libc::SIGPIPE) == 1;
+        let mut rest = bytes;
+        let mut broken = false;
+        while !rest.is_empty() {
+            let n = libc::write(2, rest.as_ptr() as *const libc::c_void, rest.len());
+            if n > 0 {
+                rest = &rest[n as usize..];
+                continue;
+            }
+            let err = *libc::__errno_location();
+            if n < 0 && err == libc::EINTR {
+                continue;
+            }
+            broken = err == libc::EPIPE;
+            break;
+        }
+        if masked {
+            if broken && !was_pending {
+                let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                libc::sigtimedwait(&pipe, std::ptr::null_mut(), &zero);
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        }
+    }
+}
+
+/// `s`, cut to `max` characters with a `…` when longer: user input echoed in one-line messages.
+pub fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &s[..end]),
+        None => s.to_string(),
+    }
+}
+
+/// A process-wide value that a forked child can drop without touching it.
+///
+/// After `fork` only the forking thread exists in the child: a lock that another parent thread
+/// held at that moment would never be released there. Instead of clearing tables under their
+/// locks, the child replaces them: [`Resettable::reset_in_child`] forgets the parent's value
+/// (leaked, never read or freed) and the next [`Resettable::get`] makes a fresh one.
+pub struct Resettable<T: Default> {
+    ptr: AtomicPtr<T>,
+}
+
+impl<T: Default> Resettable<T> {
+    pub const fn new() -> Self {
+        Resettable { ptr: AtomicPtr::new(std::ptr::null_mut()) }
+    }
+
+    /// The current value, created on first use.
+    #[inline]
+    pub fn get(&self) -> &T {
+        let p = self.ptr.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: values are leaked boxes, never freed once published.
+            return unsafe { &*p };
+        }
+        let fresh = Box::into_raw(Box::<T>::default());
+        match self.ptr.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+            // SAFETY: just published, never freed.
+            Ok(_) => unsafe { &*fresh },
+            Err(existing) => {
+                // SAFETY: `fresh` was never shared.
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: published by another thread, never freed.
+                unsafe { &*existing }
+            }
+        }
+    }
+
+    /// Forgets the value without reading, locking or freeing it. Only for a forked child (the
+    /// single thread left), or for tests.
+    pub fn reset_in_child(&self) {
+        self.ptr.store(std::ptr::null_mut(), Ordering::Release);
+    }
+}
+
+impl<T: Default> Default for Resettable<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Registers [`after_fork_in_child`] with `pthread_atfork`, once (at the first hooked call: a
+/// process that never reaches the driver has nothing to forget).
+pub fn register_fork_handler() {
+    static REGISTERED: Once = Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: registers a plain extern "C" function.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+}
+
+/// `pthread_atfork` child handler: the child must never use its parent's contexts, streams,
+/// marker slots or kernel names, and reports its own errors under its own pid. Takes no lock.
+extern "C" fn after_fork_in_child() {
+    let _ = std::panic::catch_unwind(|| {
+        crate::record::forget_after_fork();
+        crate::detect::reset_after_fork();
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reset_value_is_replaced_even_while_locked() {
+        static V: Resettable<parking_lot::Mutex<u32>> = Resettable::new();
+        *V.get().lock() = 7;
+        let held = V.get().lock();
+        V.reset_in_child();
+        assert_eq!(*V.get().lock(), 0, "a fresh value, not the locked one");
+        drop(held);
+    }
+
+    #[test]
+    fn shorten_cuts_long_input() {
+        assert_eq!(shorten("abc", 5), "abc");
+        assert_eq!(shorten("abcdef", 3), "abc…");
+    }
+}
