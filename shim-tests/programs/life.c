@@ -213,8 +213,9 @@ static int scenario_plugin(const char *path, int deepbind) {
     int rc = run();
     printf("plugin_rc=%d\n", rc);
     if (deepbind) {
-        /* The program notices the error through its own (dlsym) path. */
-        setup();
+        /* The program notices the error through its own (dlsym) path, in the context the
+         * library made current on this thread. */
+        resolve();
         CUresult sync = p_cuCtxSynchronize();
         printf("program_sync_rc=%u\n", sync);
     }

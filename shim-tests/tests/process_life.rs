@@ -134,7 +134,7 @@ fn exit_while_another_thread_launches() {
     for i in 0..5 {
         let r = run_in(&scratch().join(format!("exit-launching-{i}")), &life(), &["exit_launching"], shim_preload(), &[]);
         assert_eq!(r.ending, "exit 0", "{}", r.stderr);
-        assert_eq!(r.printed("exiting"), "");
+        assert!(r.stdout.contains("exiting"), "{}", r.stdout);
     }
 }
 
@@ -168,9 +168,17 @@ fn a_second_interposer_that_also_wraps_dlsym() {
             let r = run_in(&scratch().join(format!("other-{order}")), program, args, Some(preload), &[]);
             assert_eq!(r.ending, plain.ending, "{label}: {}", r.stderr);
             assert_eq!(stable_lines(&r.stdout), stable_lines(&plain.stdout), "{label}");
-            assert_eq!(r.reports.len(), 1, "{label}: {}", r.stderr);
-            assert_eq!(r.reports[0]["culprit"]["op"]["kernel"], "oob_write", "{label}");
-            assert_eq!(r.reports[0]["culprit"]["confidence"], "exact", "{label}");
+            if order == "other-first" && !linked_program {
+                // The other interposer forwards the program's dlsym to glibc's by version
+                // (dlvsym "GLIBC_2.34"), past cudablame's unversioned dlsym: cudablame never sees
+                // these lookups, so it cannot watch this program (documented; `cudablame run` puts
+                // libcudablame.so first). The program is unaffected, which is what this checks.
+                assert!(r.reports.is_empty(), "{label}: cudablame now sees these lookups: update the docs");
+            } else {
+                assert_eq!(r.reports.len(), 1, "{label}: {}", r.stderr);
+                assert_eq!(r.reports[0]["culprit"]["op"]["kernel"], "oob_write", "{label}");
+                assert_eq!(r.reports[0]["culprit"]["confidence"], "exact", "{label}");
+            }
             let counts = r.stderr.lines().find(|l| l.starts_with("other_interposer:")).unwrap_or_else(|| panic!("{label}: {}", r.stderr));
             assert!(!counts.contains("getpid=0"), "{label}: the program's getpid went through the other interposer: {counts}");
             if linked_program {

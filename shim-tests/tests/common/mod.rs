@@ -91,7 +91,8 @@ pub fn compile(name: &str, link_cuda: bool) -> PathBuf {
         .arg("-I")
         .arg(programs_dir());
     if link_cuda {
-        cc.arg("-L")
+        // scenarios.c calls the driver's symbols directly under LINKED.
+        cc.arg("-DLINKED").arg("-L")
             .arg(driver_dir())
             .arg("-lcuda")
             .arg(format!("-Wl,-rpath,{}", driver_dir().display()));
