@@ -35,9 +35,9 @@ pub const MAX_SUSPECTS: usize = 16;
 /// Judges a sticky error reported in `context` (`None`: unknown, consider every context).
 pub fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
     let in_scope: Vec<usize> = match context {
-        Some(c) if views.iter().any(|v| v.context == c) => {
-            (0..views.len()).filter(|&i| views[i].context == c).collect()
-        }
+        Some(c) if views.iter().any(|v| v.context == c) => (0..views.len())
+            .filter(|&i| views[i].context == c)
+            .collect(),
         _ => (0..views.len()).collect(),
     };
     // Per stream with unfinished work: (stream index, first unfinished seq). Synchronous copies
@@ -52,10 +52,19 @@ pub fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
             if done + 1 < oldest && done < v.issued {
                 return Some((i, done + 1));
             }
-            v.ops.iter().find(|o| o.seq > done && !o.synchronous).map(|o| (i, o.seq))
+            v.ops
+                .iter()
+                .find(|o| o.seq > done && !o.synchronous)
+                .map(|o| (i, o.seq))
         })
         .collect();
-    let find = |i: usize, seq: u64| views[i].ops.iter().position(|o| o.seq == seq).map(|j| (i, j));
+    let find = |i: usize, seq: u64| {
+        views[i]
+            .ops
+            .iter()
+            .position(|o| o.seq == seq)
+            .map(|j| (i, j))
+    };
     // Markers prove a stream's candidate when the stream has a marker slot and the candidate's
     // own marker was enqueued (or nothing was issued after it: then it is the only possibility).
     // A candidate that fell out of the ring is taken as marked, as nearly every op is.
@@ -91,7 +100,9 @@ pub fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
     let (confidence, culprit, reason) = if all_marked {
         let mut firsts: Vec<(usize, u64)> = pending.clone();
         // Most recently launched first-unfinished op first.
-        firsts.sort_by_key(|&(i, seq)| std::cmp::Reverse(find(i, seq).map(|at| op(at).time_ns).unwrap_or(0)));
+        firsts.sort_by_key(|&(i, seq)| {
+            std::cmp::Reverse(find(i, seq).map(|at| op(at).time_ns).unwrap_or(0))
+        });
         let (i, seq) = firsts[0];
         let v = &views[i];
         let marker = v.completed();
@@ -138,14 +149,22 @@ pub fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
         (Confidence::Suspect, latest, reason)
     };
 
-    let mut suspects: Vec<OpAt> = unfinished.into_iter().filter(|&at| Some(at) != culprit).collect();
+    let mut suspects: Vec<OpAt> = unfinished
+        .into_iter()
+        .filter(|&at| Some(at) != culprit)
+        .collect();
     // First-unfinished ops of other streams first, then the rest by launch time.
     suspects.sort_by_key(|&at| {
         let first = pending.iter().any(|&(i, s)| i == at.0 && op(at).seq == s);
         (!first, op(at).time_ns)
     });
     suspects.truncate(MAX_SUSPECTS);
-    Verdict { confidence, culprit, reason, suspects }
+    Verdict {
+        confidence,
+        culprit,
+        reason,
+        suspects,
+    }
 }
 
 #[cfg(test)]
@@ -180,7 +199,14 @@ mod tests {
         }
     }
 
-    fn stream(id: usize, ctx: usize, n: u64, marker: Option<u64>, host: u64, t0: u64) -> StreamView {
+    fn stream(
+        id: usize,
+        ctx: usize,
+        n: u64,
+        marker: Option<u64>,
+        host: u64,
+        t0: u64,
+    ) -> StreamView {
         StreamView {
             id: StreamId::Handle(id),
             context: ctx,
@@ -188,7 +214,9 @@ mod tests {
             issued: n,
             marker,
             host_completed: host,
-            ops: (1..=n).map(|s| op(s, OpKind::Kernel, t0 + s * 10)).collect(),
+            ops: (1..=n)
+                .map(|s| op(s, OpKind::Kernel, t0 + s * 10))
+                .collect(),
         }
     }
 
@@ -226,7 +254,10 @@ mod tests {
     #[test]
     fn two_unfinished_streams_are_likely_most_recent_first() {
         // 0x10 is busy with long kernels launched early; 0x20's #4 was launched last.
-        let views = vec![stream(0x10, 1, 4, Some(1), 0, 0), stream(0x20, 1, 4, Some(3), 0, 1000)];
+        let views = vec![
+            stream(0x10, 1, 4, Some(1), 0, 0),
+            stream(0x20, 1, 4, Some(3), 0, 1000),
+        ];
         let v = judge(&views, Some(1));
         assert_eq!(v.confidence, Confidence::Likely);
         assert_eq!(v.culprit, Some((1, 3))); // #4 on 0x20, launched at t=1040
@@ -250,7 +281,11 @@ mod tests {
         let v = judge(&views, Some(1));
         assert_eq!(v.confidence, Confidence::Exact);
         assert_eq!(v.culprit, None);
-        assert!(v.reason.contains("#11 is no longer in the ring"), "{}", v.reason);
+        assert!(
+            v.reason.contains("#11 is no longer in the ring"),
+            "{}",
+            v.reason
+        );
     }
 
     #[test]

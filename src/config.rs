@@ -139,7 +139,12 @@ pub fn unknown_variables(names: impl Iterator<Item = std::ffi::OsString>) -> Vec
     unknown.sort();
     unknown
         .into_iter()
-        .map(|n| format!("{} is not a cudablame variable (ignored; see `cudablame --help`)", shown(&n)))
+        .map(|n| {
+            format!(
+                "{} is not a cudablame variable (ignored; see `cudablame --help`)",
+                shown(&n)
+            )
+        })
         .collect()
 }
 

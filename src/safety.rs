@@ -35,6 +35,22 @@ pub fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
     }
 }
 
+/// Runs `f`, turning a panic into `None`, even when cudablame is off: for finding what the
+/// program's call needs (the real function), which must keep working after an internal error.
+#[inline]
+pub fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
+    if !HOOK.is_completed() {
+        install_panic_hook();
+    }
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            DISABLED.store(true, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
 /// Replaces the default panic hook of cudablame's own copy of `std` (a Rust host program has
 /// its own, untouched): one line, the first time, instead of a message and a backtrace hint.
 fn install_panic_hook() {
@@ -51,8 +67,13 @@ fn install_panic_hook() {
                 .copied()
                 .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
                 .unwrap_or("panic");
-            let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-            say(&format!("cudablame: internal error ({message}{at}); continuing without it"));
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            say(&format!(
+                "cudablame: internal error ({message}{at}); continuing without it"
+            ));
         }));
     });
 }
@@ -111,7 +132,9 @@ pub fn write_stderr(bytes: &[u8]) {
         let mut old: libc::sigset_t = std::mem::zeroed();
         let masked = libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old) == 0;
         let mut pending: libc::sigset_t = std::mem::zeroed();
-        let was_pending = masked && libc::sigpending(&mut pending) == 0 && libc::sigismember(&pending, libc::SIGPIPE) == 1;
+        let was_pending = masked
+            && libc::sigpending(&mut pending) == 0
+            && libc::sigismember(&pending, libc::SIGPIPE) == 1;
         let mut rest = bytes;
         let mut broken = false;
         while !rest.is_empty() {
@@ -129,7 +152,10 @@ pub fn write_stderr(bytes: &[u8]) {
         }
         if masked {
             if broken && !was_pending {
-                let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                let zero = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
                 libc::sigtimedwait(&pipe, std::ptr::null_mut(), &zero);
             }
             libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
@@ -157,7 +183,9 @@ pub struct Resettable<T: Default> {
 
 impl<T: Default> Resettable<T> {
     pub const fn new() -> Self {
-        Resettable { ptr: AtomicPtr::new(std::ptr::null_mut()) }
+        Resettable {
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+        }
     }
 
     /// The current value, created on first use.
@@ -169,7 +197,12 @@ impl<T: Default> Resettable<T> {
             return unsafe { &*p };
         }
         let fresh = Box::into_raw(Box::<T>::default());
-        match self.ptr.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        match self.ptr.compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
             // SAFETY: just published, never freed.
             Ok(_) => unsafe { &*fresh },
             Err(existing) => {
@@ -210,6 +243,7 @@ extern "C" fn after_fork_in_child() {
     let _ = std::panic::catch_unwind(|| {
         crate::record::forget_after_fork();
         crate::detect::reset_after_fork();
+        crate::stack::unwind::forget_after_fork();
     });
 }
 

@@ -15,13 +15,23 @@ fn assert_culprit(r: &Run, kernel: &str, seq: u64, confidence: &str) {
     assert_eq!(rep["error"]["code"], 700, "{}", r.stderr);
     assert_eq!(rep["error"]["name"], "CUDA_ERROR_ILLEGAL_ADDRESS");
     assert_eq!(rep["error"]["sticky"], true);
-    assert_eq!(rep["culprit"]["confidence"], confidence, "reason: {}", rep["culprit"]["reason"]);
+    assert_eq!(
+        rep["culprit"]["confidence"], confidence,
+        "reason: {}",
+        rep["culprit"]["reason"]
+    );
     assert_eq!(r.culprit()["kernel"], kernel, "{}", r.stderr);
     assert_eq!(r.culprit()["seq"], seq);
     assert_eq!(r.culprit()["kind"], "kernel");
     let f = r.culprit_functions();
-    assert!(f.iter().any(|n| n == "launch_bad_kernel"), "launch stack: {f:?}");
-    assert!(!f.iter().any(|n| n.contains("cudablame")), "own frames leaked: {f:?}");
+    assert!(
+        f.iter().any(|n| n == "launch_bad_kernel"),
+        "launch stack: {f:?}"
+    );
+    assert!(
+        !f.iter().any(|n| n.contains("cudablame")),
+        "own frames leaked: {f:?}"
+    );
     assert_eq!(rep["process"]["pid"].to_string(), r.printed("pid"));
 }
 
@@ -33,7 +43,10 @@ fn static_runtime_way_names_the_culprit_not_the_memcpy() {
     assert_culprit(&r, "oob_write", 4, "exact");
     let rep = r.report();
     assert_eq!(rep["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2");
-    assert_eq!(rep["reporting_call"]["thread"].to_string(), r.printed("main_tid"));
+    assert_eq!(
+        rep["reporting_call"]["thread"].to_string(),
+        r.printed("main_tid")
+    );
     assert_eq!(r.culprit()["grid"], serde_json::json!([8, 1, 1]));
     assert_eq!(r.culprit()["block"], serde_json::json!([256, 1, 1]));
     assert_eq!(r.culprit()["entry_point"], "cuLaunchKernel");
@@ -42,10 +55,23 @@ fn static_runtime_way_names_the_culprit_not_the_memcpy() {
     let rf = functions(&rep["reporting_call"]["stack"]);
     assert!(rf.iter().any(|n| n == "main"), "{rf:?}");
     // #4..#6 were queued behind the culprit and never ran.
-    let suspects: Vec<u64> = rep["suspects"].as_array().unwrap().iter().map(|o| o["seq"].as_u64().unwrap()).collect();
+    let suspects: Vec<u64> = rep["suspects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["seq"].as_u64().unwrap())
+        .collect();
     assert_eq!(suspects, vec![5, 6, 7]);
-    let stream = rep["streams"].as_array().unwrap().iter().find(|s| s["stream"] == "legacy").unwrap();
-    assert_eq!((stream["issued"].as_u64(), stream["completed"].as_u64()), (Some(7), Some(3)));
+    let stream = rep["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stream"] == "legacy")
+        .unwrap();
+    assert_eq!(
+        (stream["issued"].as_u64(), stream["completed"].as_u64()),
+        (Some(7), Some(3))
+    );
     // #1 is the synchronous upload of setup(): recorded, complete, never blamed.
     assert_eq!(stream["recent"][0]["kind"], "memcpy");
     assert_eq!(stream["recent"][0]["synchronous"], true);
@@ -53,31 +79,52 @@ fn static_runtime_way_names_the_culprit_not_the_memcpy() {
     assert_eq!(stream["recent"][0]["state"], "completed");
     // One report: the second sticky return (cuCtxSynchronize) is only counted.
     assert_eq!(r.printed("sync_rc"), "700");
-    assert_eq!(r.stderr.matches("==== cudablame:").count(), 1, "{}", r.stderr);
-    assert!(r.stderr.contains("culprit [Exact]: #4 kernel oob_write"), "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("==== cudablame:").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("culprit [Exact]: #4 kernel oob_write"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
 fn per_thread_default_stream_variants() {
     let r = run(&scenarios(), &["--ptds", "oob"], true, &[]);
     assert_culprit(&r, "oob_write", 4, "exact");
-    assert_eq!(r.report()["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2_ptds");
+    assert_eq!(
+        r.report()["reporting_call"]["entry_point"],
+        "cuMemcpyDtoH_v2_ptds"
+    );
     assert_eq!(r.culprit()["entry_point"], "cuLaunchKernel_ptsz");
-    assert_eq!(r.culprit()["stream"], format!("per-thread({})", r.printed("main_tid")));
+    assert_eq!(
+        r.culprit()["stream"],
+        format!("per-thread({})", r.printed("main_tid"))
+    );
 }
 
 #[test]
 fn dlsym_way_like_triton() {
     let r = run(&scenarios(), &["--dlsym", "oob"], true, &[]);
     assert_culprit(&r, "oob_write", 4, "exact");
-    assert_eq!(r.report()["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2");
+    assert_eq!(
+        r.report()["reporting_call"]["entry_point"],
+        "cuMemcpyDtoH_v2"
+    );
 }
 
 #[test]
 fn direct_link_with_lcuda() {
     let r = run(&compile("scenarios", true), &["oob"], true, &[]);
     assert_culprit(&r, "oob_write", 4, "exact");
-    assert_eq!(r.report()["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2");
+    assert_eq!(
+        r.report()["reporting_call"]["entry_point"],
+        "cuMemcpyDtoH_v2"
+    );
 }
 
 #[test]
@@ -85,7 +132,10 @@ fn error_surfacing_at_the_next_launch() {
     let r = run(&scenarios(), &["next_launch"], true, &[]);
     assert_eq!(r.printed("launch_rc"), "700");
     assert_culprit(&r, "instant_oob", 2, "exact");
-    assert_eq!(r.report()["reporting_call"]["entry_point"], "cuLaunchKernel");
+    assert_eq!(
+        r.report()["reporting_call"]["entry_point"],
+        "cuLaunchKernel"
+    );
 }
 
 #[test]
@@ -116,7 +166,10 @@ fn culprit_launched_by_another_thread() {
     let r = run(&scenarios(), &["threads"], true, &[]);
     assert_culprit(&r, "oob_write", 3, "exact");
     assert_eq!(r.culprit()["thread"].to_string(), r.printed("launch_tid"));
-    assert_eq!(r.report()["reporting_call"]["thread"].to_string(), r.printed("main_tid"));
+    assert_eq!(
+        r.report()["reporting_call"]["thread"].to_string(),
+        r.printed("main_tid")
+    );
     assert_ne!(r.printed("launch_tid"), r.printed("main_tid"));
 }
 
@@ -142,19 +195,38 @@ fn a_launch_that_fails_by_itself_is_its_own_culprit() {
     assert_eq!(rep["culprit"]["confidence"], "exact");
     assert_eq!(r.culprit()["kernel"], "quick");
     assert_eq!(r.culprit()["block"], serde_json::json!([2048, 1, 1]));
-    assert!(r.culprit_functions().iter().any(|n| n == "launch_bad_kernel"));
+    assert!(r
+        .culprit_functions()
+        .iter()
+        .any(|n| n == "launch_bad_kernel"));
     assert_eq!(rep["reporting_call"]["entry_point"], "cuLaunchKernel");
-    assert_eq!(r.stderr.matches("==== cudablame:").count(), 1, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("==== cudablame:").count(),
+        1,
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
 fn global_capture_stays_valid_and_graph_launch_is_recorded() {
     let r = run(&scenarios(), &["capture"], true, &[]);
-    assert_eq!(r.printed("end_capture_rc"), "0", "the shim invalidated the capture");
-    assert_eq!(r.printed("graph_nodes"), "3", "markers leaked into the user's graph");
+    assert_eq!(
+        r.printed("end_capture_rc"),
+        "0",
+        "the shim invalidated the capture"
+    );
+    assert_eq!(
+        r.printed("graph_nodes"),
+        "3",
+        "markers leaked into the user's graph"
+    );
     assert_culprit(&r, "oob_write", 2, "exact");
     let streams = r.report()["streams"].as_array().unwrap();
-    let mine = streams.iter().find(|s| s["stream"] == r.culprit()["stream"]).expect("culprit's stream");
+    let mine = streams
+        .iter()
+        .find(|s| s["stream"] == r.culprit()["stream"])
+        .expect("culprit's stream");
     let recent = mine["recent"].as_array().unwrap().clone();
     assert_eq!(recent[0]["kind"], "graph");
     assert_eq!(recent[0]["state"], "completed");
@@ -162,12 +234,22 @@ fn global_capture_stays_valid_and_graph_launch_is_recorded() {
 
 #[test]
 fn without_markers_the_verdict_is_suspect() {
-    let r = run(&scenarios(), &["oob"], true, &[("CUDABLAME_MARKERS", "off")]);
+    let r = run(
+        &scenarios(),
+        &["oob"],
+        true,
+        &[("CUDABLAME_MARKERS", "off")],
+    );
     assert_eq!(r.code, 1);
     let rep = r.report();
     assert_eq!(rep["culprit"]["confidence"], "suspect");
     // All six kernels are unfinished as far as the host knows; the culprit is among them.
-    let mut names: Vec<String> = rep["suspects"].as_array().unwrap().iter().map(|o| o["kernel"].to_string()).collect();
+    let mut names: Vec<String> = rep["suspects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kernel"].to_string())
+        .collect();
     names.push(r.culprit()["kernel"].to_string());
     assert_eq!(names.len(), 6);
     assert!(names.contains(&"\"oob_write\"".to_string()));
@@ -175,18 +257,32 @@ fn without_markers_the_verdict_is_suspect() {
 
 #[test]
 fn driver_refusing_markers_falls_back_to_suspect() {
-    let r = run(&scenarios(), &["oob"], true, &[("FAKE_CUDA_NO_STREAM_MEMOPS", "1")]);
+    let r = run(
+        &scenarios(),
+        &["oob"],
+        true,
+        &[("FAKE_CUDA_NO_STREAM_MEMOPS", "1")],
+    );
     assert_eq!(r.code, 1);
     assert_eq!(r.printed("memcpy_rc"), "700");
     assert_eq!(r.report()["culprit"]["confidence"], "suspect");
-    assert_eq!(r.stderr.matches("refused a progress marker").count(), 1, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("refused a progress marker").count(),
+        1,
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
 fn report_off_writes_no_file_but_text() {
     let r = run(&scenarios(), &["oob"], true, &[("CUDABLAME_REPORT", "off")]);
     assert!(r.report.is_none());
-    assert!(r.stderr.contains("culprit [Exact]: #4 kernel oob_write"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("culprit [Exact]: #4 kernel oob_write"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -204,9 +300,15 @@ fn a_faulting_graph_is_named_by_its_captured_kernels() {
     assert_eq!(captured.len(), 3);
     assert_eq!(captured[1]["kernel"], "oob_write");
     assert_eq!(captured[1]["seq"], 2);
-    assert!(functions(&captured[1]["stack"]).iter().any(|f| f == "launch_bad_kernel"));
-    assert!(functions(&captured[1]["stack"]).iter().any(|f| f == "capture_graph"));
-    assert!(functions(&op["graph"]["captured_at"]).iter().any(|f| f == "capture_graph"));
+    assert!(functions(&captured[1]["stack"])
+        .iter()
+        .any(|f| f == "launch_bad_kernel"));
+    assert!(functions(&captured[1]["stack"])
+        .iter()
+        .any(|f| f == "capture_graph"));
+    assert!(functions(&op["graph"]["captured_at"])
+        .iter()
+        .any(|f| f == "capture_graph"));
     // The launch of the graph itself happened in main.
     assert!(r.culprit_functions().iter().any(|f| f == "main"));
 }
@@ -217,6 +319,11 @@ fn kernel_names_come_from_the_lookup_when_the_driver_will_not_say() {
     // the program looked the function up by must reach the report.
     let r = run(&scenarios(), &["oob"], true, &[("FAKE_CUDA_NAMELESS", "1")]);
     assert_culprit(&r, "oob_write", 4, "exact");
-    let names: Vec<&str> = r.report()["suspects"].as_array().unwrap().iter().map(|o| o["kernel"].as_str().unwrap()).collect();
+    let names: Vec<&str> = r.report()["suspects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kernel"].as_str().unwrap())
+        .collect();
     assert_eq!(names, vec!["quick", "quick", "quick"]);
 }

@@ -27,19 +27,36 @@ impl Outcome {
         self.stdout
             .lines()
             .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("no {key}= in stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no {key}= in stdout:\n{}\nstderr:\n{}",
+                    self.stdout, self.stderr
+                )
+            })
             .to_string()
     }
 
     fn report_of(&self, pid: &str) -> &Value {
         self.reports
             .iter()
-            .find(|r| r["process"]["pid"].to_string() == pid)
+            .find(|r| {
+                r["process"]["pid"]
+                    .as_u64()
+                    .map(|p| p.to_string())
+                    .as_deref()
+                    == Some(pid)
+            })
             .unwrap_or_else(|| panic!("no report of pid {pid}; stderr:\n{}", self.stderr))
     }
 }
 
-fn run_in(dir: &Path, program: &Path, args: &[&str], preload: Option<String>, env: &[(&str, &str)]) -> Outcome {
+fn run_in(
+    dir: &Path,
+    program: &Path,
+    args: &[&str],
+    preload: Option<String>,
+    env: &[(&str, &str)],
+) -> Outcome {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).unwrap();
     let mut cmd = command(program, args);
@@ -55,7 +72,9 @@ fn run_in(dir: &Path, program: &Path, args: &[&str], preload: Option<String>, en
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "json") {
-            reports.push(serde_json::from_slice(&std::fs::read(&p).unwrap()).expect("complete JSON report"));
+            reports.push(
+                serde_json::from_slice(&std::fs::read(&p).unwrap()).expect("complete JSON report"),
+            );
         }
     }
     Outcome {
@@ -74,10 +93,31 @@ fn shim_preload() -> Option<String> {
 /// Runs with and without the shim: same ending and stdout (pids and tids aside). Returns the
 /// run under the shim.
 fn same_as_without(name: &str, program: &Path, args: &[&str]) -> Outcome {
-    let plain = run_in(&scratch().join(format!("{name}-plain")), program, args, None, &[]);
-    let shimmed = run_in(&scratch().join(format!("{name}-shim")), program, args, shim_preload(), &[]);
-    assert_eq!(plain.ending, shimmed.ending, "{name}: {}\n{}", shimmed.stdout, shimmed.stderr);
-    assert_eq!(stable_lines(&plain.stdout), stable_lines(&shimmed.stdout), "{name}\n{}", shimmed.stderr);
+    let plain = run_in(
+        &scratch().join(format!("{name}-plain")),
+        program,
+        args,
+        None,
+        &[],
+    );
+    let shimmed = run_in(
+        &scratch().join(format!("{name}-shim")),
+        program,
+        args,
+        shim_preload(),
+        &[],
+    );
+    assert_eq!(
+        plain.ending, shimmed.ending,
+        "{name}: {}\n{}",
+        shimmed.stdout, shimmed.stderr
+    );
+    assert_eq!(
+        stable_lines(&plain.stdout),
+        stable_lines(&shimmed.stdout),
+        "{name}\n{}",
+        shimmed.stderr
+    );
     assert!(plain.reports.is_empty());
     shimmed
 }
@@ -89,20 +129,47 @@ fn forked_child_reports_its_own_error_under_its_own_pid() {
     assert_eq!(r.printed("parent_rc"), "700");
     assert_eq!(r.printed("child_rc"), "700");
     assert_eq!(r.printed("child_status"), "0");
-    assert_eq!(r.reports.len(), 2, "one report per process; stderr:\n{}", r.stderr);
+    assert_eq!(
+        r.reports.len(),
+        2,
+        "one report per process; stderr:\n{}",
+        r.stderr
+    );
     let parent = r.report_of(&r.printed("pid"));
     assert_eq!(parent["culprit"]["op"]["kernel"], "oob");
     assert_eq!(parent["culprit"]["confidence"], "exact");
     let child = r.report_of(&r.printed("child_pid"));
-    assert_eq!(child["culprit"]["confidence"], "exact", "{}", child["culprit"]["reason"]);
+    assert_eq!(
+        child["culprit"]["confidence"], "exact",
+        "{}",
+        child["culprit"]["reason"]
+    );
     let op = &child["culprit"]["op"];
     assert_eq!(op["kernel"], "instant_oob");
-    assert_eq!(op["seq"], 2, "the child's own legacy stream: quick, then instant_oob");
-    assert_eq!(op["thread"].to_string(), r.printed("child_tid"), "the child's thread id, not the parent's");
-    assert_eq!(child["reporting_call"]["thread"].to_string(), r.printed("child_tid"));
+    assert_eq!(
+        op["seq"], 2,
+        "the child's own legacy stream: quick, then instant_oob"
+    );
+    assert_eq!(
+        op["thread"].to_string(),
+        r.printed("child_tid"),
+        "the child's thread id, not the parent's"
+    );
+    assert_eq!(
+        child["reporting_call"]["thread"].to_string(),
+        r.printed("child_tid")
+    );
     // Nothing of the parent: its context's streams and ops are forgotten.
-    let contexts: Vec<&Value> = child["streams"].as_array().unwrap().iter().map(|s| &s["context"]).collect();
-    assert!(contexts.iter().all(|c| *c == &op["context"]), "parent streams in the child's report: {contexts:?}");
+    let contexts: Vec<&Value> = child["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["context"])
+        .collect();
+    assert!(
+        contexts.iter().all(|c| *c == &op["context"]),
+        "parent streams in the child's report: {contexts:?}"
+    );
     assert_ne!(op["context"], parent["culprit"]["op"]["context"]);
 }
 
@@ -123,16 +190,29 @@ fn exit_without_synchronizing_and_underscore_exit() {
     for (scenario, want) in [("exit_nosync", "exit 0"), ("underscore_exit", "exit 7")] {
         let r = same_as_without(scenario, &life(), &[scenario]);
         assert_eq!(r.ending, want);
-        assert!(r.reports.is_empty(), "{scenario}: an error never returned to the program is not reported");
+        assert!(
+            r.reports.is_empty(),
+            "{scenario}: an error never returned to the program is not reported"
+        );
         assert!(!r.stderr.contains("cudablame"), "{scenario}: {}", r.stderr);
-        assert!(r.took < Duration::from_secs(5), "{scenario}: exit took {:?}", r.took);
+        assert!(
+            r.took < Duration::from_secs(5),
+            "{scenario}: exit took {:?}",
+            r.took
+        );
     }
 }
 
 #[test]
 fn exit_while_another_thread_launches() {
     for i in 0..5 {
-        let r = run_in(&scratch().join(format!("exit-launching-{i}")), &life(), &["exit_launching"], shim_preload(), &[]);
+        let r = run_in(
+            &scratch().join(format!("exit-launching-{i}")),
+            &life(),
+            &["exit_launching"],
+            shim_preload(),
+            &[],
+        );
         assert_eq!(r.ending, "exit 0", "{}", r.stderr);
         assert!(r.stdout.contains("exiting"), "{}", r.stdout);
     }
@@ -145,7 +225,10 @@ fn dlclose_and_dlopen_of_the_driver_again() {
     assert_eq!(r.printed("memcpy_rc"), "700");
     let rep = &r.reports[0];
     assert_eq!(rep["culprit"]["op"]["kernel"], "oob");
-    assert_eq!(rep["culprit"]["op"]["seq"], 7, "3 + 3 quick launches across the reopen, then oob");
+    assert_eq!(
+        rep["culprit"]["op"]["seq"], 7,
+        "3 + 3 quick launches across the reopen, then oob"
+    );
     assert_eq!(rep["culprit"]["confidence"], "exact");
 }
 
@@ -153,11 +236,18 @@ fn dlclose_and_dlopen_of_the_driver_again() {
 /// LD_PRELOAD, with a program reaching the driver by dlsym and one linked with -lcuda.
 #[test]
 fn a_second_interposer_that_also_wraps_dlsym() {
-    let other = compile_with("other_interposer", "libother_interposer.so", &["-shared", "-fPIC"]);
+    let other = compile_with(
+        "other_interposer",
+        "libother_interposer.so",
+        &["-shared", "-fPIC"],
+    );
     let scenarios = compile("scenarios", false);
     let linked = compile("scenarios", true);
     let mut combinations = 0;
-    for (program, args, linked_program) in [(&scenarios, &["--dlsym", "oob"][..], false), (&linked, &["oob"][..], true)] {
+    for (program, args, linked_program) in [
+        (&scenarios, &["--dlsym", "oob"][..], false),
+        (&linked, &["oob"][..], true),
+    ] {
         let plain = run_in(&scratch().join("other-plain"), program, args, None, &[]);
         for order in ["shim-first", "other-first"] {
             let preload = match order {
@@ -165,22 +255,45 @@ fn a_second_interposer_that_also_wraps_dlsym() {
                 _ => format!("{}:{}", other.display(), shim().display()),
             };
             let label = format!("{order} {args:?}");
-            let r = run_in(&scratch().join(format!("other-{order}")), program, args, Some(preload), &[]);
+            let r = run_in(
+                &scratch().join(format!("other-{order}")),
+                program,
+                args,
+                Some(preload),
+                &[],
+            );
             assert_eq!(r.ending, plain.ending, "{label}: {}", r.stderr);
-            assert_eq!(stable_lines(&r.stdout), stable_lines(&plain.stdout), "{label}");
+            assert_eq!(
+                stable_lines(&r.stdout),
+                stable_lines(&plain.stdout),
+                "{label}"
+            );
             if order == "other-first" && !linked_program {
                 // The other interposer forwards the program's dlsym to glibc's by version
                 // (dlvsym "GLIBC_2.34"), past cudablame's unversioned dlsym: cudablame never sees
                 // these lookups, so it cannot watch this program (documented; `cudablame run` puts
                 // libcudablame.so first). The program is unaffected, which is what this checks.
-                assert!(r.reports.is_empty(), "{label}: cudablame now sees these lookups: update the docs");
+                assert!(
+                    r.reports.is_empty(),
+                    "{label}: cudablame now sees these lookups: update the docs"
+                );
             } else {
                 assert_eq!(r.reports.len(), 1, "{label}: {}", r.stderr);
-                assert_eq!(r.reports[0]["culprit"]["op"]["kernel"], "oob_write", "{label}");
+                assert_eq!(
+                    r.reports[0]["culprit"]["op"]["kernel"], "oob_write",
+                    "{label}"
+                );
                 assert_eq!(r.reports[0]["culprit"]["confidence"], "exact", "{label}");
             }
-            let counts = r.stderr.lines().find(|l| l.starts_with("other_interposer:")).unwrap_or_else(|| panic!("{label}: {}", r.stderr));
-            assert!(!counts.contains("getpid=0"), "{label}: the program's getpid went through the other interposer: {counts}");
+            let counts = r
+                .stderr
+                .lines()
+                .find(|l| l.starts_with("other_interposer:"))
+                .unwrap_or_else(|| panic!("{label}: {}", r.stderr));
+            assert!(
+                !counts.contains("getpid=0"),
+                "{label}: the program's getpid went through the other interposer: {counts}"
+            );
             if linked_program {
                 assert!(counts.contains("cuInit=1"), "{label}: {counts}");
             }
@@ -191,8 +304,16 @@ fn a_second_interposer_that_also_wraps_dlsym() {
 }
 
 fn plugin() -> PathBuf {
-    compile_with("fake_cudart", "libfakecudart.so", &["-shared", "-fPIC", "-lcuda"]);
-    compile_with("plugin", "libplugin.so", &["-shared", "-fPIC", "-lcuda", "-lfakecudart"])
+    compile_with(
+        "fake_cudart",
+        "libfakecudart.so",
+        &["-shared", "-fPIC", "-lcuda"],
+    );
+    compile_with(
+        "plugin",
+        "libplugin.so",
+        &["-shared", "-fPIC", "-lcuda", "-lfakecudart"],
+    )
 }
 
 /// A library loaded RTLD_LOCAL whose driver and runtime are only in its own scope (a Python
@@ -204,13 +325,19 @@ fn library_loaded_rtld_local_keeps_its_own_scope() {
     let r = same_as_without("plugin-local", &life(), &["plugin_local", &plugin]);
     assert_eq!(r.printed("default_cuDeviceGet"), "found");
     assert_eq!(r.printed("default_cuLaunchKernel"), "found");
-    assert_eq!(r.printed("default_cuMemcpy3DPeer"), "missing", "cudablame must not make absent functions appear");
+    assert_eq!(
+        r.printed("default_cuMemcpy3DPeer"),
+        "missing",
+        "cudablame must not make absent functions appear"
+    );
     assert_eq!(r.printed("entry_point_rc"), "0");
     assert_eq!(r.printed("read_back_rc"), "700");
     let rep = &r.reports[0];
     assert_eq!(rep["culprit"]["op"]["kernel"], "oob", "{}", r.stderr);
     assert_eq!(rep["culprit"]["confidence"], "exact");
-    assert!(functions(&rep["culprit"]["op"]["stack"]).iter().any(|f| f == "launch_bad_kernel"));
+    assert!(functions(&rep["culprit"]["op"]["stack"])
+        .iter()
+        .any(|f| f == "launch_bad_kernel"));
 }
 
 /// RTLD_DEEPBIND: the library's own references bind inside its scope, past cudablame (its
@@ -224,5 +351,8 @@ fn library_loaded_rtld_deepbind() {
     assert_eq!(r.printed("program_sync_rc"), "700");
     assert_eq!(r.reports.len(), 1, "{}", r.stderr);
     assert_eq!(r.reports[0]["error"]["code"], 700);
-    assert_eq!(r.reports[0]["reporting_call"]["entry_point"], "cuCtxSynchronize");
+    assert_eq!(
+        r.reports[0]["reporting_call"]["entry_point"],
+        "cuCtxSynchronize"
+    );
 }

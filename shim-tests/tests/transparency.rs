@@ -6,12 +6,24 @@ use common::*;
 #[test]
 fn same_results_with_and_without_the_shim() {
     let prog = compile("scenarios", false);
-    for args in [&["ok"][..], &["oob"], &["--ptds", "oob"], &["launch_error"], &["side_stream"], &["capture"]] {
+    for args in [
+        &["ok"][..],
+        &["oob"],
+        &["--ptds", "oob"],
+        &["launch_error"],
+        &["side_stream"],
+        &["capture"],
+    ] {
         let plain = run(&prog, args, false, &[]);
         let shimmed = run(&prog, args, true, &[]);
         // pid and tids differ between runs; everything else the program printed must not.
         let strip = |s: &str| -> Vec<String> {
-            s.lines().filter(|l| !l.contains("pid=") && !l.contains("_tid=") && !l.starts_with("stream_b=")).map(String::from).collect()
+            s.lines()
+                .filter(|l| {
+                    !l.contains("pid=") && !l.contains("_tid=") && !l.starts_with("stream_b=")
+                })
+                .map(String::from)
+                .collect()
         };
         assert_eq!(strip(&plain.stdout), strip(&shimmed.stdout), "{args:?}");
         assert_eq!(plain.code, shimmed.code, "{args:?}");
@@ -24,7 +36,10 @@ fn a_correct_program_gets_no_report_and_no_output_from_the_shim() {
     let r = run(&compile("scenarios", false), &["ok"], true, &[]);
     assert_eq!(r.code, 0);
     assert!(r.report.is_none());
-    assert_eq!(r.stderr, "", "the shim printed something for a correct program");
+    assert_eq!(
+        r.stderr, "",
+        "the shim printed something for a correct program"
+    );
 }
 
 /// Names listed by `nm -D --defined-only LIB` (the exported functions).
@@ -56,17 +71,26 @@ fn every_entry_point_returns_exactly_what_the_driver_returns() {
     // resolvers and dlsym), and those the fake driver implements.
     let hooked: Vec<String> = exported(&shim())
         .into_iter()
-        .filter(|n| n.starts_with("cu") && !n.starts_with("cuda") && !n.starts_with("cuGetProcAddress"))
+        .filter(|n| {
+            n.starts_with("cu") && !n.starts_with("cuda") && !n.starts_with("cuGetProcAddress")
+        })
         .collect();
-    let driver: std::collections::HashSet<String> =
-        exported(&driver_dir().join("libcuda.so.1")).into_iter().collect();
+    let driver: std::collections::HashSet<String> = exported(&driver_dir().join("libcuda.so.1"))
+        .into_iter()
+        .collect();
     let listed = run(&prog, &["--list"], false, &[]).stdout;
     let listed: Vec<&str> = listed.lines().collect();
     for name in &hooked {
-        assert!(listed.contains(&name.as_str()), "{name} is hooked but programs/entry_points.c does not call it: add it");
+        assert!(
+            listed.contains(&name.as_str()),
+            "{name} is hooked but programs/entry_points.c does not call it: add it"
+        );
     }
     for name in &listed {
-        assert!(hooked.iter().any(|h| h == name), "programs/entry_points.c lists {name}, which the shim does not export");
+        assert!(
+            hooked.iter().any(|h| h == name),
+            "programs/entry_points.c lists {name}, which the shim does not export"
+        );
     }
     let implemented: Vec<&String> = hooked.iter().filter(|n| driver.contains(*n)).collect();
 
@@ -75,7 +99,10 @@ fn every_entry_point_returns_exactly_what_the_driver_returns() {
     for way in ["dlsym", "default", "gpa"] {
         for shim_on in [false, true] {
             let r = run(&prog, &[way, &module], shim_on, &[]);
-            let label = format!("{way} {}", if shim_on { "with the shim" } else { "without" });
+            let label = format!(
+                "{way} {}",
+                if shim_on { "with the shim" } else { "without" }
+            );
             assert_eq!(r.code, 0, "{label}: {}\n{}", r.stdout, r.stderr);
             // Where each name was found: the shim's wrapper for every hooked function the driver
             // has, nothing for the others (the shim must not make absent functions appear).
@@ -91,13 +118,20 @@ fn every_entry_point_returns_exactly_what_the_driver_returns() {
                 };
                 assert_eq!(module, want, "{label}: {name}");
             }
-            let calls: Vec<String> = r.stdout.lines().filter(|l| !l.starts_with("resolved ")).map(String::from).collect();
+            let calls: Vec<String> = r
+                .stdout
+                .lines()
+                .filter(|l| !l.starts_with("resolved "))
+                .map(String::from)
+                .collect();
             compared += calls.iter().filter(|l| l.starts_with("call ")).count();
             match &baseline {
                 None => {
                     for name in &implemented {
                         assert!(
-                            calls.iter().any(|l| l.starts_with(&format!("call {name} "))),
+                            calls
+                                .iter()
+                                .any(|l| l.starts_with(&format!("call {name} "))),
                             "{name} was never called"
                         );
                     }

@@ -281,7 +281,10 @@ impl EntryPoint {
 
     /// The variant with this exported name.
     pub fn from_name(name: &[u8]) -> Option<EntryPoint> {
-        Self::ALL.iter().copied().find(|ep| ep.c_name().to_bytes() == name)
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|ep| ep.c_name().to_bytes() == name)
     }
 }
 
@@ -295,7 +298,10 @@ mod tests {
             assert_eq!(*ep as usize, i);
             assert_eq!(EntryPoint::from_name(ep.name().as_bytes()), Some(*ep));
         }
-        assert_eq!(EntryPoint::cuLaunchKernel_ptsz.name(), "cuLaunchKernel_ptsz");
+        assert_eq!(
+            EntryPoint::cuLaunchKernel_ptsz.name(),
+            "cuLaunchKernel_ptsz"
+        );
     }
 
     #[test]

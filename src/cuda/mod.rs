@@ -69,7 +69,10 @@ pub const CU_STREAM_CAPTURE_STATUS_NONE: CUstreamCaptureStatus = 0;
 /// Codes that poison the context: after one, every call on that context returns it
 /// (driver API docs, "Error Handling"; measured on the H200, see shared/notes/cuda-facts.md).
 pub fn is_sticky(code: CUresult) -> bool {
-    matches!(code, 700 | 702 | 710 | 714 | 715 | 716 | 717 | 718 | 719 | 999)
+    matches!(
+        code,
+        700 | 702 | 710 | 714 | 715 | 716 | 717 | 718 | 719 | 999
+    )
 }
 
 /// Stream-capture errors (900..=909) are the program's own business: never blamed on a launch.
@@ -85,28 +88,58 @@ pub fn error_name(code: CUresult) -> (&'static str, &'static str) {
         1 => ("CUDA_ERROR_INVALID_VALUE", "invalid argument"),
         2 => ("CUDA_ERROR_OUT_OF_MEMORY", "out of memory"),
         3 => ("CUDA_ERROR_NOT_INITIALIZED", "initialization error"),
-        98 => ("CUDA_ERROR_INVALID_DEVICE_FUNCTION", "invalid device function"),
+        98 => (
+            "CUDA_ERROR_INVALID_DEVICE_FUNCTION",
+            "invalid device function",
+        ),
         200 => ("CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"),
         201 => ("CUDA_ERROR_INVALID_CONTEXT", "invalid device context"),
-        209 => ("CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"),
+        209 => (
+            "CUDA_ERROR_NO_BINARY_FOR_GPU",
+            "no kernel image is available for execution on the device",
+        ),
         400 => ("CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"),
         500 => ("CUDA_ERROR_NOT_FOUND", "named symbol not found"),
         600 => ("CUDA_ERROR_NOT_READY", "device not ready"),
-        700 => ("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"),
-        701 => ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"),
-        702 => ("CUDA_ERROR_LAUNCH_TIMEOUT", "the launch timed out and was terminated"),
+        700 => (
+            "CUDA_ERROR_ILLEGAL_ADDRESS",
+            "an illegal memory access was encountered",
+        ),
+        701 => (
+            "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+            "too many resources requested for launch",
+        ),
+        702 => (
+            "CUDA_ERROR_LAUNCH_TIMEOUT",
+            "the launch timed out and was terminated",
+        ),
         709 => ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"),
         710 => ("CUDA_ERROR_ASSERT", "device-side assert triggered"),
         714 => ("CUDA_ERROR_HARDWARE_STACK_ERROR", "hardware stack error"),
-        715 => ("CUDA_ERROR_ILLEGAL_INSTRUCTION", "an illegal instruction was encountered"),
+        715 => (
+            "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+            "an illegal instruction was encountered",
+        ),
         716 => ("CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"),
-        717 => ("CUDA_ERROR_INVALID_ADDRESS_SPACE", "operation not supported on global/shared address space"),
+        717 => (
+            "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+            "operation not supported on global/shared address space",
+        ),
         718 => ("CUDA_ERROR_INVALID_PC", "invalid program counter"),
         719 => ("CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"),
-        720 => ("CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", "too many blocks in cooperative launch"),
+        720 => (
+            "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
+            "too many blocks in cooperative launch",
+        ),
         801 => ("CUDA_ERROR_NOT_SUPPORTED", "operation not supported"),
-        900 => ("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"),
-        901 => ("CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"),
+        900 => (
+            "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+            "operation not permitted when stream is capturing",
+        ),
+        901 => (
+            "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+            "operation failed due to a previous error during capture",
+        ),
         999 => ("CUDA_ERROR_UNKNOWN", "unknown error"),
         _ => ("CUDA_ERROR_UNRECOGNIZED", "unrecognized error code"),
     }

@@ -34,7 +34,11 @@ thread_local! {
 
 /// Runs one hooked call: describe it, record around the real call, observe its result.
 #[inline]
-pub fn hook(ep: EntryPoint, describe: impl FnOnce() -> Call, call_real: impl FnOnce(usize) -> CUresult) -> CUresult {
+pub fn hook(
+    ep: EntryPoint,
+    describe: impl FnOnce() -> Call,
+    call_real: impl FnOnce(usize) -> CUresult,
+) -> CUresult {
     let real = real_function(ep);
     if real == 0 {
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -77,7 +81,9 @@ pub fn hook(ep: EntryPoint, describe: impl FnOnce() -> Call, call_real: impl FnO
 /// cudablame. 0 when there is none (the program has not loaded a driver).
 #[inline]
 fn real_function(ep: EntryPoint) -> usize {
-    let found = crate::guarded(|| real::driver().map(|d| d.real[ep as usize]).unwrap_or(0)).unwrap_or(0);
+    let found =
+        crate::safety::catching(|| real::driver().map(|d| d.real[ep as usize]).unwrap_or(0))
+            .unwrap_or(0);
     if found != 0 {
         return found;
     }
@@ -108,7 +114,11 @@ fn debug_resolution(how: &str, symbol: *const c_char, from: usize, to: usize) {
     if crate::config::get().debug && !symbol.is_null() {
         // SAFETY: symbol is a NUL-terminated name given by the program.
         let name = unsafe { std::ffi::CStr::from_ptr(symbol) }.to_string_lossy();
-        let verdict = if from == to { "passed through" } else { "wrapped" };
+        let verdict = if from == to {
+            "passed through"
+        } else {
+            "wrapped"
+        };
         crate::safety::say(&format!("cudablame: {how}({name}) = {from:#x}: {verdict}"));
     }
 }
@@ -194,7 +204,8 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
 /// `symbol` is NULL or NUL-terminated.
 unsafe fn own_export(symbol: *const c_char) -> Option<usize> {
     // SAFETY: per the contract; the second byte is read only if the first is 'c'.
-    if symbol.is_null() || unsafe { *symbol != b'c' as c_char || *symbol.add(1) != b'u' as c_char } {
+    if symbol.is_null() || unsafe { *symbol != b'c' as c_char || *symbol.add(1) != b'u' as c_char }
+    {
         return None;
     }
     // SAFETY: as above.
@@ -203,7 +214,9 @@ unsafe fn own_export(symbol: *const c_char) -> Option<usize> {
         b"cuGetProcAddress" => cuGetProcAddress as *const () as usize,
         b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *const () as usize,
         b"cudaGetDriverEntryPoint" => cudaGetDriverEntryPoint as *const () as usize,
-        b"cudaGetDriverEntryPointByVersion" => cudaGetDriverEntryPointByVersion as *const () as usize,
+        b"cudaGetDriverEntryPointByVersion" => {
+            cudaGetDriverEntryPointByVersion as *const () as usize
+        }
         _ => exports::wrapper_address(EntryPoint::from_name(name)?),
     })
 }
@@ -212,12 +225,16 @@ unsafe fn own_export(symbol: *const c_char) -> Option<usize> {
 /// caller would have found a definition without cudablame (the driver's, or another library's),
 /// NULL otherwise, so that probing for a driver function the installed driver lacks (or before the
 /// driver is loaded) still finds nothing. Returns false for other names (glibc answers those).
-unsafe extern "C" fn dlsym_default(symbol: *const c_char, caller: usize, answer: *mut *mut c_void) -> bool {
+unsafe extern "C" fn dlsym_default(
+    symbol: *const c_char,
+    caller: usize,
+    answer: *mut *mut c_void,
+) -> bool {
     // SAFETY: dlsym's contract: symbol is NUL-terminated.
     let Some(ours) = (unsafe { own_export(symbol) }) else {
         return false;
     };
-    let found = crate::guarded(|| {
+    let found = crate::safety::catching(|| {
         // SAFETY: a pseudo-handle and the program's C string.
         let first = unsafe { real::dlsym(libc::RTLD_DEFAULT, symbol) } as usize;
         if first != ours {
@@ -225,7 +242,11 @@ unsafe extern "C" fn dlsym_default(symbol: *const c_char, caller: usize, answer:
         }
         // SAFETY: as above.
         let name = unsafe { std::ffi::CStr::from_ptr(symbol) };
-        if next_definition(name, ours, caller) != 0 { ours } else { 0 }
+        if next_definition(name, ours, caller) != 0 {
+            ours
+        } else {
+            0
+        }
     });
     match found {
         Some(p) => {
@@ -244,7 +265,10 @@ unsafe extern "C" fn dlsym_in_handle(handle: *mut c_void, symbol: *const c_char)
     let p = unsafe { real::dlsym(handle, symbol) };
     // Only names starting with "cu" can be driver functions: everything else returns at once.
     // SAFETY: symbol is NUL-terminated (dlsym's contract); the second byte is read only if the first is 'c'.
-    if p.is_null() || symbol.is_null() || unsafe { *symbol != b'c' as c_char || *symbol.add(1) != b'u' as c_char } {
+    if p.is_null()
+        || symbol.is_null()
+        || unsafe { *symbol != b'c' as c_char || *symbol.add(1) != b'u' as c_char }
+    {
         return p;
     }
     // SAFETY: as above.
@@ -256,8 +280,13 @@ unsafe extern "C" fn dlsym_in_handle(handle: *mut c_void, symbol: *const c_char)
         // for RTLD_DEFAULT, a name no other library defines stays absent.
         // SAFETY: as above.
         let name = unsafe { std::ffi::CStr::from_ptr(symbol) };
-        let other = crate::guarded(|| next_definition(name, ours, 0)).unwrap_or(1);
+        let other = crate::safety::catching(|| next_definition(name, ours, 0)).unwrap_or(1);
         return if other != 0 { p } else { std::ptr::null_mut() };
+    }
+    if ours == cudaGetDriverEntryPoint as *const () as usize
+        || ours == cudaGetDriverEntryPointByVersion as *const () as usize
+    {
+        return p; // A runtime's own entry: not a driver function.
     }
     let wrapped = crate::guarded(|| wrap_resolved(p as usize)).unwrap_or(p as usize);
     crate::guarded(|| debug_resolution("dlsym", symbol, p as usize, wrapped));
@@ -265,8 +294,13 @@ unsafe extern "C" fn dlsym_in_handle(handle: *mut c_void, symbol: *const c_char)
 }
 
 type GetProcAddress = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
-type GetProcAddressV2 =
-    unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut CUdriverProcAddressQueryResult) -> CUresult;
+type GetProcAddressV2 = unsafe extern "C" fn(
+    *const c_char,
+    *mut *mut c_void,
+    c_int,
+    u64,
+    *mut CUdriverProcAddressQueryResult,
+) -> CUresult;
 
 /// Replaces a successfully resolved function pointer in `*pfn` by its wrapper.
 unsafe fn wrap_out(how: &str, symbol: *const c_char, pfn: *mut *mut c_void) {
@@ -293,7 +327,9 @@ pub unsafe extern "C" fn cuGetProcAddress(
         return CUDA_ERROR_NOT_INITIALIZED;
     }
     // SAFETY: the driver's own cuGetProcAddress.
-    let rc = unsafe { std::mem::transmute::<usize, GetProcAddress>(real)(symbol, pfn, cuda_version, flags) };
+    let rc = unsafe {
+        std::mem::transmute::<usize, GetProcAddress>(real)(symbol, pfn, cuda_version, flags)
+    };
     if rc == CUDA_SUCCESS {
         unsafe { wrap_out("cuGetProcAddress", symbol, pfn) };
     }
@@ -314,7 +350,15 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
         return CUDA_ERROR_NOT_INITIALIZED;
     }
     // SAFETY: the driver's own cuGetProcAddress_v2.
-    let rc = unsafe { std::mem::transmute::<usize, GetProcAddressV2>(real)(symbol, pfn, cuda_version, flags, status) };
+    let rc = unsafe {
+        std::mem::transmute::<usize, GetProcAddressV2>(real)(
+            symbol,
+            pfn,
+            cuda_version,
+            flags,
+            status,
+        )
+    };
     if rc == CUDA_SUCCESS {
         unsafe { wrap_out("cuGetProcAddress_v2", symbol, pfn) };
     }
@@ -360,7 +404,11 @@ unsafe extern "C" fn get_driver_entry_point(
     caller: usize,
 ) -> c_uint {
     type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void, u64, *mut c_uint) -> c_uint;
-    let real = next_definition(c"cudaGetDriverEntryPoint", cudaGetDriverEntryPoint as *const () as usize, caller);
+    let real = next_definition(
+        c"cudaGetDriverEntryPoint",
+        cudaGetDriverEntryPoint as *const () as usize,
+        caller,
+    );
     if real == 0 {
         return CUDA_ERROR_SYMBOL_NOT_FOUND_RT;
     }
@@ -408,7 +456,8 @@ unsafe extern "C" fn get_driver_entry_point_by_version(
     status: *mut c_uint,
     caller: usize,
 ) -> c_uint {
-    type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_uint, u64, *mut c_uint) -> c_uint;
+    type F =
+        unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_uint, u64, *mut c_uint) -> c_uint;
     let real = next_definition(
         c"cudaGetDriverEntryPointByVersion",
         cudaGetDriverEntryPointByVersion as *const () as usize,
@@ -418,7 +467,8 @@ unsafe extern "C" fn get_driver_entry_point_by_version(
         return CUDA_ERROR_SYMBOL_NOT_FOUND_RT;
     }
     // SAFETY: the runtime's own function of this signature.
-    let rc = unsafe { std::mem::transmute::<usize, F>(real)(symbol, func, cuda_version, flags, status) };
+    let rc =
+        unsafe { std::mem::transmute::<usize, F>(real)(symbol, func, cuda_version, flags, status) };
     if rc == 0 {
         unsafe { wrap_out("cudaGetDriverEntryPointByVersion", symbol, func) };
     }
@@ -444,10 +494,21 @@ fn next_definition(name: &std::ffi::CStr, ours: usize, caller: usize) -> usize {
         let mut info: libc::Dl_info = std::mem::zeroed();
         let mut map: *mut c_void = std::ptr::null_mut();
         const RTLD_DL_LINKMAP: c_int = 2; // <dlfcn.h>
-        if libc::dladdr1(caller as *const c_void, &mut info, &mut map, RTLD_DL_LINKMAP) == 0 || map.is_null() {
+        if libc::dladdr1(
+            caller as *const c_void,
+            &mut info,
+            &mut map,
+            RTLD_DL_LINKMAP,
+        ) == 0
+            || map.is_null()
+        {
             return 0;
         }
         let found = real::dlsym(map, name.as_ptr()) as usize;
-        if found == ours { 0 } else { found }
+        if found == ours {
+            0
+        } else {
+            found
+        }
     }
 }

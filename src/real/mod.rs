@@ -71,9 +71,12 @@ pub struct OwnCalls {
         Option<unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, u32) -> CUresult>,
     /// `cuStreamWriteValue64_v2` (CUDA >= 12.0) or `cuStreamWriteValue64` (driver API doc,
     /// "Stream Memory Operations"): `(stream, address, value, flags)`.
-    pub stream_write_value64: Option<unsafe extern "C" fn(CUstream, CUdeviceptr, u64, u32) -> CUresult>,
-    pub stream_is_capturing: Option<unsafe extern "C" fn(CUstream, *mut CUstreamCaptureStatus) -> CUresult>,
-    pub thread_exchange_capture_mode: Option<unsafe extern "C" fn(*mut CUstreamCaptureMode) -> CUresult>,
+    pub stream_write_value64:
+        Option<unsafe extern "C" fn(CUstream, CUdeviceptr, u64, u32) -> CUresult>,
+    pub stream_is_capturing:
+        Option<unsafe extern "C" fn(CUstream, *mut CUstreamCaptureStatus) -> CUresult>,
+    pub thread_exchange_capture_mode:
+        Option<unsafe extern "C" fn(*mut CUstreamCaptureMode) -> CUresult>,
     pub func_get_name: Option<unsafe extern "C" fn(*mut *const c_char, CUfunction) -> CUresult>,
     pub kernel_get_name: Option<unsafe extern "C" fn(*mut *const c_char, CUkernel) -> CUresult>,
     pub get_error_name: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
@@ -111,7 +114,10 @@ fn find_driver(hint: usize) -> Option<*mut c_void> {
         }
     };
     unsafe {
-        let handle = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        let handle = libc::dlopen(
+            c"libcuda.so.1".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_NOLOAD,
+        );
         if is_driver(handle) {
             return Some(handle);
         }
@@ -156,7 +162,10 @@ macro_rules! own_fn {
 
 impl Driver {
     fn from_handle(handle: *mut c_void) -> Driver {
-        let real: Vec<usize> = EntryPoint::ALL.iter().map(|ep| sym(handle, ep.c_name())).collect();
+        let real: Vec<usize> = EntryPoint::ALL
+            .iter()
+            .map(|ep| sym(handle, ep.c_name()))
+            .collect();
         let mut by_address: Vec<(usize, EntryPoint)> = EntryPoint::ALL
             .iter()
             .zip(&real)
@@ -169,7 +178,11 @@ impl Driver {
             ctx_get_device: own_fn!(handle, c"cuCtxGetDevice"),
             mem_host_alloc: own_fn!(handle, c"cuMemHostAlloc"),
             mem_host_get_device_pointer: own_fn!(handle, c"cuMemHostGetDevicePointer_v2"),
-            stream_write_value64: own_fn!(handle, c"cuStreamWriteValue64_v2", c"cuStreamWriteValue64"),
+            stream_write_value64: own_fn!(
+                handle,
+                c"cuStreamWriteValue64_v2",
+                c"cuStreamWriteValue64"
+            ),
             stream_is_capturing: own_fn!(handle, c"cuStreamIsCapturing"),
             thread_exchange_capture_mode: own_fn!(handle, c"cuThreadExchangeStreamCaptureMode"),
             func_get_name: own_fn!(handle, c"cuFuncGetName"),
@@ -247,11 +260,18 @@ impl Driver {
     /// The mangled name of a kernel handle (`cuFuncGetName`, then `cuKernelGetName`: a `CUkernel`
     /// may be passed where a `CUfunction` is expected). Works after a sticky error.
     pub fn kernel_name(&self, func: usize) -> Option<String> {
-        for f in [self.own.func_get_name, self.own.kernel_get_name].into_iter().flatten() {
+        for f in [self.own.func_get_name, self.own.kernel_get_name]
+            .into_iter()
+            .flatten()
+        {
             let mut name: *const c_char = std::ptr::null();
             // SAFETY: valid out pointer; the driver returns a NUL-terminated string it owns.
             if unsafe { f(&mut name, func as CUfunction) } == CUDA_SUCCESS && !name.is_null() {
-                return Some(unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned());
+                return Some(
+                    unsafe { CStr::from_ptr(name) }
+                        .to_string_lossy()
+                        .into_owned(),
+                );
             }
         }
         None
@@ -271,7 +291,10 @@ impl Driver {
                 _ => fallback.to_string(),
             }
         };
-        (ask(self.own.get_error_name, ours.0), ask(self.own.get_error_string, ours.1))
+        (
+            ask(self.own.get_error_name, ours.0),
+            ask(self.own.get_error_string, ours.1),
+        )
     }
 }
 
@@ -284,7 +307,11 @@ pub fn alloc_marker_memory(driver: &Driver, bytes: usize) -> Option<(*mut u64, u
         let mut host: *mut c_void = std::ptr::null_mut();
         // SAFETY: valid out pointers; flags from cuda.h.
         unsafe {
-            if alloc(&mut host, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS
+            if alloc(
+                &mut host,
+                bytes,
+                CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP,
+            ) != CUDA_SUCCESS
                 || host.is_null()
             {
                 return None;

@@ -12,8 +12,8 @@
 //! last.
 
 use super::{OpRecord, StreamId};
-use crate::stack::NativeStack;
 use crate::safety::Resettable;
+use crate::stack::NativeStack;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -60,7 +60,12 @@ pub fn begin(context: usize, stream: StreamId, stack: NativeStack, thread: u32, 
         t.active.push(Active {
             context,
             stream,
-            info: GraphInfo { ops: Vec::new(), captured_at: stack, thread, time_ns },
+            info: GraphInfo {
+                ops: Vec::new(),
+                captured_at: stack,
+                thread,
+                time_ns,
+            },
         })
     });
 }
@@ -85,7 +90,11 @@ pub fn captured(op: OpRecord) {
 /// The capture on `stream` ended with `graph` (0 when it failed: the capture is dropped).
 pub fn end(context: usize, stream: StreamId, graph: usize) {
     with(|t| {
-        let Some(i) = t.active.iter().rposition(|a| a.context == context && a.stream == stream) else {
+        let Some(i) = t
+            .active
+            .iter()
+            .rposition(|a| a.context == context && a.stream == stream)
+        else {
             return;
         };
         let done = t.active.remove(i);

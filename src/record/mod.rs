@@ -16,9 +16,9 @@ use crate::cuda::entry_points::EntryPoint;
 use crate::cuda::*;
 use crate::real;
 use crate::stack::NativeStack;
-pub use streams::{StreamId, StreamState, StreamView};
 use std::ffi::c_uint;
 use std::sync::atomic::{AtomicUsize, Ordering};
+pub use streams::{StreamId, StreamState, StreamView};
 
 pub use crate::report::model::OpKind;
 
@@ -32,21 +32,43 @@ pub enum Call {
     /// completed, with every earlier op of that stream, when it returns success.
     Synchronous(Launch),
     /// `cuCtxSynchronize` (current context, `ctx` 0) / `cuCtxSynchronize_v2(ctx)`.
-    SyncContext { ctx: usize },
+    SyncContext {
+        ctx: usize,
+    },
     /// `cuStreamSynchronize` / `cuStreamQuery`.
-    SyncStream { stream: usize },
+    SyncStream {
+        stream: usize,
+    },
     /// Any other call: only its error code matters.
-    Observe { stream: Option<usize> },
+    Observe {
+        stream: Option<usize>,
+    },
     /// `cuModuleGetFunction` / `cuLibraryGetKernel`: on success `*out` is a handle named `name`.
-    NameHandle { out: usize, name: usize },
+    NameHandle {
+        out: usize,
+        name: usize,
+    },
     /// `cuKernelGetFunction`: on success `*out` is a function of kernel `of`.
-    AliasHandle { out: usize, of: usize },
-    BeginCapture { stream: usize },
+    AliasHandle {
+        out: usize,
+        of: usize,
+    },
+    BeginCapture {
+        stream: usize,
+    },
     /// `cuStreamEndCapture`: on success `*graph_out` is the captured graph.
-    EndCapture { stream: usize, graph_out: usize },
+    EndCapture {
+        stream: usize,
+        graph_out: usize,
+    },
     /// `cuGraphInstantiate*`: on success `*exec_out` is an executable graph of `graph`.
-    Instantiate { exec_out: usize, graph: usize },
-    DestroyStream { stream: usize },
+    Instantiate {
+        exec_out: usize,
+        graph: usize,
+    },
+    DestroyStream {
+        stream: usize,
+    },
 }
 
 /// The arguments of an enqueued op that the record keeps.
@@ -64,7 +86,13 @@ pub struct Launch {
 }
 
 impl Call {
-    pub fn kernel(f: CUfunction, grid: [c_uint; 3], block: [c_uint; 3], shmem: c_uint, stream: CUstream) -> Call {
+    pub fn kernel(
+        f: CUfunction,
+        grid: [c_uint; 3],
+        block: [c_uint; 3],
+        shmem: c_uint,
+        stream: CUstream,
+    ) -> Call {
         Call::Enqueue(Launch {
             kind: OpKind::Kernel,
             handle: f as usize,
@@ -96,7 +124,11 @@ impl Call {
     }
 
     pub fn graph(exec: CUgraphExec, stream: CUstream) -> Call {
-        Call::Enqueue(Launch { kind: OpKind::Graph, handle: exec as usize, ..Self::transfer(0, stream) })
+        Call::Enqueue(Launch {
+            kind: OpKind::Graph,
+            handle: exec as usize,
+            ..Self::transfer(0, stream)
+        })
     }
 
     pub fn memcpy_async(bytes: usize, stream: CUstream) -> Call {
@@ -104,7 +136,10 @@ impl Call {
     }
 
     pub fn memset_async(bytes: usize, stream: CUstream) -> Call {
-        Call::Enqueue(Launch { kind: OpKind::Memset, ..Self::transfer(bytes, stream) })
+        Call::Enqueue(Launch {
+            kind: OpKind::Memset,
+            ..Self::transfer(bytes, stream)
+        })
     }
 
     fn transfer(bytes: usize, stream: CUstream) -> Launch {
@@ -123,37 +158,60 @@ impl Call {
         Call::Synchronous(Self::transfer(bytes, std::ptr::null_mut()))
     }
     pub fn memset_sync(bytes: usize) -> Call {
-        Call::Synchronous(Launch { kind: OpKind::Memset, ..Self::transfer(bytes, std::ptr::null_mut()) })
+        Call::Synchronous(Launch {
+            kind: OpKind::Memset,
+            ..Self::transfer(bytes, std::ptr::null_mut())
+        })
     }
     pub fn sync_context(ctx: CUcontext) -> Call {
         Call::SyncContext { ctx: ctx as usize }
     }
     pub fn sync_stream(stream: CUstream) -> Call {
-        Call::SyncStream { stream: stream as usize }
+        Call::SyncStream {
+            stream: stream as usize,
+        }
     }
     pub fn observe() -> Call {
         Call::Observe { stream: None }
     }
     pub fn observe_stream(stream: CUstream) -> Call {
-        Call::Observe { stream: Some(stream as usize) }
+        Call::Observe {
+            stream: Some(stream as usize),
+        }
     }
     pub fn name_handle<T>(out: *mut T, name: *const std::ffi::c_char) -> Call {
-        Call::NameHandle { out: out as usize, name: name as usize }
+        Call::NameHandle {
+            out: out as usize,
+            name: name as usize,
+        }
     }
     pub fn alias_handle<T>(out: *mut T, of: CUkernel) -> Call {
-        Call::AliasHandle { out: out as usize, of: of as usize }
+        Call::AliasHandle {
+            out: out as usize,
+            of: of as usize,
+        }
     }
     pub fn begin_capture(stream: CUstream) -> Call {
-        Call::BeginCapture { stream: stream as usize }
+        Call::BeginCapture {
+            stream: stream as usize,
+        }
     }
     pub fn end_capture(stream: CUstream, graph_out: *mut CUgraph) -> Call {
-        Call::EndCapture { stream: stream as usize, graph_out: graph_out as usize }
+        Call::EndCapture {
+            stream: stream as usize,
+            graph_out: graph_out as usize,
+        }
     }
     pub fn instantiate(exec_out: *mut CUgraphExec, graph: CUgraph) -> Call {
-        Call::Instantiate { exec_out: exec_out as usize, graph: graph as usize }
+        Call::Instantiate {
+            exec_out: exec_out as usize,
+            graph: graph as usize,
+        }
     }
     pub fn destroy_stream(stream: CUstream) -> Call {
-        Call::DestroyStream { stream: stream as usize }
+        Call::DestroyStream {
+            stream: stream as usize,
+        }
     }
 
     /// The stream this call concerns, as a raw handle (`Some(0)` = the variant's default stream).
@@ -166,9 +224,10 @@ impl Call {
             | Call::EndCapture { stream, .. }
             | Call::DestroyStream { stream } => Some(stream),
             Call::Observe { stream } => stream,
-            Call::SyncContext { .. } | Call::NameHandle { .. } | Call::AliasHandle { .. } | Call::Instantiate { .. } => {
-                None
-            }
+            Call::SyncContext { .. }
+            | Call::NameHandle { .. }
+            | Call::AliasHandle { .. }
+            | Call::Instantiate { .. } => None,
         }
     }
 }
@@ -214,7 +273,10 @@ pub fn forget_after_fork() {
 
 /// Wall-clock time in ns (`CLOCK_REALTIME`).
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid out pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -238,7 +300,11 @@ pub fn thread_id() -> u32 {
 /// Runs an enqueueing call: records it and enqueues its progress marker when the real call
 /// succeeds. Returns the real result, and the op that was not enqueued when it failed (a launch
 /// error names that launch as the culprit).
-pub fn enqueue(ep: EntryPoint, launch: Launch, real_call: impl FnOnce() -> CUresult) -> (CUresult, Option<OpRecord>) {
+pub fn enqueue(
+    ep: EntryPoint,
+    launch: Launch,
+    real_call: impl FnOnce() -> CUresult,
+) -> (CUresult, Option<OpRecord>) {
     let Some(driver) = real::driver() else {
         return (real_call(), None);
     };
@@ -267,7 +333,11 @@ pub fn enqueue(ep: EntryPoint, launch: Launch, real_call: impl FnOnce() -> CUres
     (rc, None)
 }
 
-fn prepare(driver: &'static real::Driver, ep: EntryPoint, launch: Launch) -> (std::sync::Arc<StreamState>, OpRecord) {
+fn prepare(
+    driver: &'static real::Driver,
+    ep: EntryPoint,
+    launch: Launch,
+) -> (std::sync::Arc<StreamState>, OpRecord) {
     let cfg = config::get();
     crate::safety::test_panic(crate::safety::PanicPoint::Record);
     let time_ns = now_ns();
@@ -329,8 +399,18 @@ pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             Some(SyncMark(vec![issued(s)]))
         }
         Call::SyncContext { ctx } => {
-            let ctx = if ctx != 0 { ctx } else { driver.current_context() };
-            Some(SyncMark(streams::all().into_iter().filter(|s| s.context == ctx).map(issued).collect()))
+            let ctx = if ctx != 0 {
+                ctx
+            } else {
+                driver.current_context()
+            };
+            Some(SyncMark(
+                streams::all()
+                    .into_iter()
+                    .filter(|s| s.context == ctx)
+                    .map(issued)
+                    .collect(),
+            ))
         }
         _ => None,
     }
@@ -352,7 +432,12 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult) 
         // NUL-terminated kernel name.
         Call::NameHandle { out, name } if rc == CUDA_SUCCESS && out != 0 && name != 0 => unsafe {
             let handle = *(out as *const usize);
-            names::set(handle, std::ffi::CStr::from_ptr(name as *const std::ffi::c_char).to_string_lossy().into_owned());
+            names::set(
+                handle,
+                std::ffi::CStr::from_ptr(name as *const std::ffi::c_char)
+                    .to_string_lossy()
+                    .into_owned(),
+            );
         },
         Call::AliasHandle { out, of } if rc == CUDA_SUCCESS && out != 0 => {
             // SAFETY: as above.
@@ -373,11 +458,16 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult) 
         }
         // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901) still ends the capture.
         Call::EndCapture { stream, graph_out } if rc == CUDA_SUCCESS || rc == 901 => {
-            let _ = CAPTURES_ACTIVE.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            let _ = CAPTURES_ACTIVE
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
             if let Some(driver) = real::driver() {
                 let id = StreamId::resolve(stream, ep.per_thread_default(), thread_id());
                 // SAFETY: on success the driver wrote the graph through `graph_out`.
-                let graph = if rc == CUDA_SUCCESS && graph_out != 0 { unsafe { *(graph_out as *const usize) } } else { 0 };
+                let graph = if rc == CUDA_SUCCESS && graph_out != 0 {
+                    unsafe { *(graph_out as *const usize) }
+                } else {
+                    0
+                };
                 graphs::end(driver.current_context(), id, graph);
             }
         }

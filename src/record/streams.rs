@@ -152,7 +152,10 @@ pub struct StreamView {
 impl StreamView {
     /// Highest sequence number known complete.
     pub fn completed(&self) -> u64 {
-        self.marker.unwrap_or(0).max(self.host_completed).min(self.issued)
+        self.marker
+            .unwrap_or(0)
+            .max(self.host_completed)
+            .min(self.issued)
     }
 }
 
@@ -203,12 +206,25 @@ pub fn lookup(driver: &Driver, context: usize, id: StreamId) -> Arc<StreamState>
             id,
             context,
             device: driver.current_device(),
-            ops: Mutex::new(Ring { ops: VecDeque::new(), last_seq: 0 }),
+            ops: Mutex::new(Ring {
+                ops: VecDeque::new(),
+                last_seq: 0,
+            }),
             issued: AtomicU64::new(0),
             host_completed: AtomicU64::new(0),
-            marker: if crate::config::markers_enabled() { marker_slot(driver, context) } else { None },
+            marker: if crate::config::markers_enabled() {
+                marker_slot(driver, context)
+            } else {
+                None
+            },
         });
-        TABLE.get().write().live.entry(key).or_insert(created).clone()
+        TABLE
+            .get()
+            .write()
+            .live
+            .entry(key)
+            .or_insert(created)
+            .clone()
     });
     CACHE.with(|c| *c.borrow_mut() = Some((key, epoch, state.clone())));
     state
@@ -249,14 +265,25 @@ pub fn clear() {
 
 fn marker_slot(driver: &Driver, context: usize) -> Option<Marker> {
     let mut pools = MARKER_POOLS.get().lock();
-    let slab = pools.entry(context).or_insert(Slab { host: 0, device: 0, next: SLOTS_PER_SLAB });
+    let slab = pools.entry(context).or_insert(Slab {
+        host: 0,
+        device: 0,
+        next: SLOTS_PER_SLAB,
+    });
     if slab.next >= SLOTS_PER_SLAB {
         let (host, device) = real::alloc_marker_memory(driver, SLOTS_PER_SLAB * 8)?;
-        *slab = Slab { host: host as usize, device, next: 0 };
+        *slab = Slab {
+            host: host as usize,
+            device,
+            next: 0,
+        };
     }
     let i = slab.next;
     slab.next += 1;
-    Some(Marker { host: (slab.host + i * 8) as *const AtomicU64, device: slab.device + (i * 8) as u64 })
+    Some(Marker {
+        host: (slab.host + i * 8) as *const AtomicU64,
+        device: slab.device + (i * 8) as u64,
+    })
 }
 
 /// Copies every stream's state: the ring under its lock, the marker with a plain load.

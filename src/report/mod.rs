@@ -211,7 +211,9 @@ impl Names {
             Default::default()
         };
         let graph = match o.launch.kind {
-            OpKind::Graph if with_stack => record::graphs::of_exec(o.launch.handle).map(|g| self.graph(&g, now)),
+            OpKind::Graph if with_stack => {
+                record::graphs::of_exec(o.launch.handle).map(|g| self.graph(&g, now))
+            }
             _ => None,
         };
         // A graph launch is named by what it runs: "graph: fill, oob_kernel, scale".

@@ -87,7 +87,9 @@ pub fn write_file(
     fill: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
 ) -> Option<String> {
     let mut path = expand(pattern, pid, host, rank);
-    if path.ends_with('/') || std::path::Path::new(&path).is_dir() {
+    // A real directory only: a symlink planted at the path is never followed, not even to one.
+    let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+    if path.ends_with('/') || is_dir {
         path = std::path::Path::new(&path)
             .join(expand(in_directory, pid, host, rank))
             .display()
@@ -108,12 +110,17 @@ pub fn write_file(
 /// `RLIMIT_FSIZE` (`ulimit -f`) in bytes, if limited. Writing past it would kill the program with
 /// `SIGXFSZ`.
 fn file_size_limit() -> Option<u64> {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: valid out pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } != 0
+        || lim.rlim_cur == libc::RLIM_INFINITY
+    {
         return None;
     }
-    Some(lim.rlim_cur as u64)
+    Some(lim.rlim_cur)
 }
 
 /// Writes a new file at `path` and returns the path written. The content is made in memory by

@@ -506,7 +506,11 @@ pub fn render(r: &Report) -> String {
     if let Some(p) = &r.trace_path {
         let _ = writeln!(out, "trace: {p} (open in https://ui.perfetto.dev)");
     }
-    let _ = writeln!(out, "==== end of cudablame report (built in {}) ====", ms(r.build_ns));
+    let _ = writeln!(
+        out,
+        "==== end of cudablame report (built in {}) ====",
+        ms(r.build_ns)
+    );
     out
 }
 

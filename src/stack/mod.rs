@@ -18,7 +18,10 @@ pub struct NativeStack {
 
 impl NativeStack {
     /// No frames (stack capture off).
-    pub const EMPTY: NativeStack = NativeStack { len: 0, ips: [0; CAPACITY] };
+    pub const EMPTY: NativeStack = NativeStack {
+        len: 0,
+        ips: [0; CAPACITY],
+    };
 
     /// Captures up to `depth` frames of the calling thread below cudablame's own frames, with
     /// the configured unwinder (`CUDABLAME_UNWINDER`): framehop with cached rules (default on
@@ -74,7 +77,12 @@ fn module_of(addr: usize) -> Option<(usize, String)> {
         if libc::dladdr(addr as *const c_void, &mut info) == 0 || info.dli_fname.is_null() {
             return None;
         }
-        Some((info.dli_fbase as usize, CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned()))
+        Some((
+            info.dli_fbase as usize,
+            CStr::from_ptr(info.dli_fname)
+                .to_string_lossy()
+                .into_owned(),
+        ))
     }
 }
 
@@ -113,7 +121,13 @@ pub fn symbolize(ips: &[usize], depth: usize) -> Vec<Frame> {
             });
         });
         if here.is_empty() && module.is_some() {
-            here.push(Frame { function: None, file: None, line: None, module: module.map(|m| m.1), address: format!("{ip:#x}") });
+            here.push(Frame {
+                function: None,
+                file: None,
+                line: None,
+                module: module.map(|m| m.1),
+                address: format!("{ip:#x}"),
+            });
         }
         frames.extend(here);
     }
@@ -156,7 +170,10 @@ mod tests {
                 names.push(sym.name().map(|n| n.to_string()).unwrap_or_default())
             });
         }
-        assert!(names.iter().any(|n| n.contains("capture_here")), "{names:?}");
+        assert!(
+            names.iter().any(|n| n.contains("capture_here")),
+            "{names:?}"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! calling thread's stack (`pthread_getattr_np`), so a wrong rule can stop the walk early but never
 //! read outside the stack.
 
+use crate::safety::Resettable;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, MustNotAllocateDuringUnwind, Unwinder};
 use parking_lot::RwLock;
@@ -47,7 +48,9 @@ struct Modules {
     counters: (u64, u64),
 }
 
-static MODULES: RwLock<Option<Modules>> = RwLock::new(None);
+/// Resettable: a forked child drops it without taking its lock (another parent thread may have
+/// been unwinding at fork time), see `safety::Resettable`.
+static MODULES: Resettable<RwLock<Option<Modules>>> = Resettable::new();
 static LAST_CHECK_NS: AtomicU64 = AtomicU64::new(0);
 
 /// framehop's rule cache is direct-mapped with 509 slots; the thousands of return addresses of a
@@ -86,7 +89,11 @@ fn stack_bounds() -> (u64, u64) {
 
 /// glibc's `(dlpi_adds, dlpi_subs)`: loads and unloads so far.
 fn load_counters() -> (u64, u64) {
-    unsafe extern "C" fn first(info: *mut libc::dl_phdr_info, _: usize, out: *mut libc::c_void) -> i32 {
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        _: usize,
+        out: *mut libc::c_void,
+    ) -> i32 {
         // SAFETY: called by dl_iterate_phdr with a valid info and our out pointer.
         unsafe { *(out as *mut (u64, u64)) = ((*info).dlpi_adds, (*info).dlpi_subs) };
         1
@@ -103,7 +110,9 @@ fn read_encoded_ptr(at: usize, encoding: u8) -> Option<usize> {
     // SAFETY: `at` points into a mapped .eh_frame_hdr.
     unsafe {
         match encoding {
-            0x1b => Some((at as isize + std::ptr::read_unaligned(at as *const i32) as isize) as usize),
+            0x1b => {
+                Some((at as isize + std::ptr::read_unaligned(at as *const i32) as isize) as usize)
+            }
             0x03 => Some(std::ptr::read_unaligned(at as *const u32) as usize),
             0x04 | 0x0c => Some(std::ptr::read_unaligned(at as *const u64) as usize),
             _ => None,
@@ -116,22 +125,33 @@ fn scan() -> Modules {
     struct Acc {
         unwinder: Native,
     }
-    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, acc: *mut libc::c_void) -> i32 {
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _: usize,
+        acc: *mut libc::c_void,
+    ) -> i32 {
         // SAFETY: valid pointers from dl_iterate_phdr for the duration of the callback.
         let (info, acc) = unsafe { (&*info, &mut *(acc as *mut Acc)) };
         let bias = info.dlpi_addr as usize;
         // SAFETY: dlpi_phdr has dlpi_phnum entries.
         let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
-        let text = phdrs.iter().find(|p| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0);
+        let text = phdrs
+            .iter()
+            .find(|p| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0);
         let hdr = phdrs.iter().find(|p| p.p_type == libc::PT_GNU_EH_FRAME);
-        let (Some(text), Some(hdr)) = (text, hdr) else { return 0 };
+        let (Some(text), Some(hdr)) = (text, hdr) else {
+            return 0;
+        };
         let hdr_avma = bias + hdr.p_vaddr as usize;
         // SAFETY: the header is mapped; version 1, then encodings, then eh_frame_ptr.
-        let (version, ptr_enc) = unsafe { (*(hdr_avma as *const u8), *((hdr_avma + 1) as *const u8)) };
+        let (version, ptr_enc) =
+            unsafe { (*(hdr_avma as *const u8), *((hdr_avma + 1) as *const u8)) };
         if version != 1 {
             return 0;
         }
-        let Some(eh_frame) = read_encoded_ptr(hdr_avma + 4, ptr_enc) else { return 0 };
+        let Some(eh_frame) = read_encoded_ptr(hdr_avma + 4, ptr_enc) else {
+            return 0;
+        };
         // .eh_frame runs to at most the end of the segment that holds it.
         let seg = phdrs.iter().find(|p| {
             let start = bias + p.p_vaddr as usize;
@@ -146,37 +166,58 @@ fn scan() -> Modules {
             base_svma: 0,
             text_svma: Some(svma(text_start)..svma(text_end)),
             eh_frame_svma: Some(svma(eh_frame)..svma(seg_end)),
-            eh_frame: Some(Mapped { ptr: eh_frame, len: seg_end - eh_frame }),
+            eh_frame: Some(Mapped {
+                ptr: eh_frame,
+                len: seg_end - eh_frame,
+            }),
             eh_frame_hdr_svma: Some(svma(hdr_avma)..svma(hdr_avma + hdr.p_memsz as usize)),
-            eh_frame_hdr: Some(Mapped { ptr: hdr_avma, len: hdr.p_memsz as usize }),
+            eh_frame_hdr: Some(Mapped {
+                ptr: hdr_avma,
+                len: hdr.p_memsz as usize,
+            }),
             ..Default::default()
         };
-        let module = framehop::Module::new(String::new(), text_start as u64..text_end as u64, bias as u64, info);
+        let module = framehop::Module::new(
+            String::new(),
+            text_start as u64..text_end as u64,
+            bias as u64,
+            info,
+        );
         acc.unwinder.add_module(module);
         0
     }
-    let mut acc = Acc { unwinder: Native::new() };
+    let mut acc = Acc {
+        unwinder: Native::new(),
+    };
     let counters = load_counters();
     // SAFETY: the callback only touches `acc`.
     unsafe { libc::dl_iterate_phdr(Some(each), &mut acc as *mut Acc as *mut libc::c_void) };
-    Modules { unwinder: acc.unwinder, counters }
+    Modules {
+        unwinder: acc.unwinder,
+        counters,
+    }
 }
 
 /// Rebuilds the module list if it is missing or, at most every [`RESCAN_NS`], if modules were
 /// loaded or unloaded since.
 fn refresh(now_ns: u64) {
     let last = LAST_CHECK_NS.load(Ordering::Relaxed);
-    let have = MODULES.read().is_some();
+    let have = MODULES.get().read().is_some();
     if have && now_ns.saturating_sub(last) < RESCAN_NS {
         return;
     }
     LAST_CHECK_NS.store(now_ns, Ordering::Relaxed);
     let counters = load_counters();
-    if MODULES.read().as_ref().is_some_and(|m| m.counters == counters) {
+    if MODULES
+        .get()
+        .read()
+        .as_ref()
+        .is_some_and(|m| m.counters == counters)
+    {
         return;
     }
     let fresh = scan();
-    *MODULES.write() = Some(fresh);
+    *MODULES.get().write() = Some(fresh);
 }
 
 /// Return addresses of the calling thread, innermost first, into `out`; returns how many.
@@ -198,8 +239,10 @@ pub fn capture(out: &mut [usize], now_ns: u64) -> usize {
         // SAFETY: within this thread's own stack, 8-byte aligned.
         Ok(unsafe { std::ptr::read_volatile(addr as *const u64) })
     };
-    let guard = MODULES.read();
-    let Some(modules) = guard.as_ref() else { return 0 };
+    let guard = MODULES.get().read();
+    let Some(modules) = guard.as_ref() else {
+        return 0;
+    };
     CACHE.with(|c| {
         let mut caches = c.borrow_mut();
         if caches.is_empty() {
@@ -212,8 +255,12 @@ pub fn capture(out: &mut [usize], now_ns: u64) -> usize {
             out[n] = frame.address() as usize;
             n += 1;
             let key = frame.address_for_lookup();
-            let cache = &mut caches[(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % CACHES];
-            match modules.unwinder.unwind_frame(frame, &mut regs, cache, &mut read_stack) {
+            let cache =
+                &mut caches[(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % CACHES];
+            match modules
+                .unwinder
+                .unwind_frame(frame, &mut regs, cache, &mut read_stack)
+            {
                 Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
                     Some(f) => frame = f,
                     None => break,
@@ -223,4 +270,10 @@ pub fn capture(out: &mut [usize], now_ns: u64) -> usize {
         }
         n
     })
+}
+
+/// Forgets the module list (a forked child): rebuilt on the next capture. Takes no lock.
+pub fn forget_after_fork() {
+    MODULES.reset_in_child();
+    LAST_CHECK_NS.store(0, Ordering::Relaxed);
 }

@@ -19,11 +19,12 @@ use crate::memory;
 use crate::module::Func;
 use crate::signal;
 use crate::types::{CUstream, Res, CU_STREAM_LEGACY, CU_STREAM_NON_BLOCKING, CU_STREAM_PER_THREAD};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_uint};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::{Condvar, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Live user `CUstream` handles (legacy and per-thread streams are reached through their
@@ -197,7 +198,8 @@ pub struct Stream {
     pub flags: c_uint,
     /// `cuStreamCreateWithPriority` priority (stored only).
     pub priority: c_int,
-    queue: Mutex<Queue>,
+    /// std's mutex and condvar (not parking_lot): workers block here; see `signal` on fork.
+    queue: std::sync::Mutex<Queue>,
     work: Condvar,
     enqueued: AtomicU64,
     completed: AtomicU64,
@@ -217,7 +219,7 @@ impl Stream {
             kind,
             flags,
             priority,
-            queue: parking_lot::const_mutex(Queue {
+            queue: std::sync::Mutex::new(Queue {
                 items: VecDeque::new(),
                 closed: false,
             }),
@@ -284,10 +286,14 @@ impl Stream {
         *self.capture.lock() = capture;
     }
 
+    fn queue_lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Stops accepting work and lets the worker exit once the queue is drained.
     pub fn close(&'static self) {
         STREAMS.remove(crate::handles::handle_of(self));
-        self.queue.lock().closed = true;
+        self.queue_lock().closed = true;
         self.work.notify_all();
     }
 
@@ -301,7 +307,7 @@ impl Stream {
             self,
             op.describe()
         );
-        let mut queue = self.queue.lock();
+        let mut queue = self.queue_lock();
         if queue.closed {
             return Err(errors::INVALID_HANDLE);
         }
@@ -338,7 +344,7 @@ impl Stream {
     fn worker(&'static self) {
         loop {
             let next = {
-                let mut queue = self.queue.lock();
+                let mut queue = self.queue_lock();
                 loop {
                     if let Some(item) = queue.items.pop_front() {
                         break Some(item);
@@ -346,7 +352,10 @@ impl Stream {
                     if queue.closed {
                         break None;
                     }
-                    self.work.wait(&mut queue);
+                    queue = self
+                        .work
+                        .wait(queue)
+                        .unwrap_or_else(PoisonError::into_inner);
                 }
             };
             let Some(item) = next else { break };

@@ -92,7 +92,8 @@ pub fn compile(name: &str, link_cuda: bool) -> PathBuf {
         .arg(programs_dir());
     if link_cuda {
         // scenarios.c calls the driver's symbols directly under LINKED.
-        cc.arg("-DLINKED").arg("-L")
+        cc.arg("-DLINKED")
+            .arg("-L")
             .arg(driver_dir())
             .arg("-lcuda")
             .arg(format!("-Wl,-rpath,{}", driver_dir().display()));
@@ -232,7 +233,10 @@ pub fn command(program: &Path, args: &[&str]) -> Command {
 
 /// Runs `cmd` to completion, killing it and failing the test after `limit` (a hang is a bug).
 /// Returns its output and how long it ran.
-pub fn output_within(cmd: &mut Command, limit: std::time::Duration) -> (std::process::Output, std::time::Duration) {
+pub fn output_within(
+    cmd: &mut Command,
+    limit: std::time::Duration,
+) -> (std::process::Output, std::time::Duration) {
     use std::io::Read;
     use std::process::Stdio;
     let started = std::time::Instant::now();
@@ -268,7 +272,14 @@ pub fn output_within(cmd: &mut Command, limit: std::time::Duration) -> (std::pro
     };
     let stdout = reader.join().unwrap();
     let stderr = err_reader.join().unwrap();
-    (std::process::Output { status, stdout, stderr }, started.elapsed())
+    (
+        std::process::Output {
+            status,
+            stdout,
+            stderr,
+        },
+        started.elapsed(),
+    )
 }
 
 /// How a process ended, comparable between runs: `exit N` or `signal N`.

@@ -1,0 +1,517 @@
+//! Bad input: every CUDABLAME_* variable with garbage, empty, huge, negative and non-UTF-8
+//! values; report paths that cannot be written (missing directory, /proc, a directory, a full
+//! disk, the file size limit), a symlink planted at the report path, argv with odd bytes, a
+//! stderr nobody reads. Each bad variable gets exactly one line on stderr, and the program behaves
+//! as without cudablame (same exit status, same stdout).
+
+mod common;
+use common::*;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+fn scenarios() -> PathBuf {
+    compile("scenarios", false)
+}
+
+struct Outcome {
+    ending: String,
+    stdout: String,
+    stderr: String,
+}
+
+fn run_env(
+    dir: &Path,
+    args: &[&OsStr],
+    shim_on: bool,
+    env: &[(&str, OsString)],
+    setup: impl FnOnce(&mut Command),
+) -> Outcome {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut cmd = command(&scenarios(), &[]);
+    cmd.args(args).current_dir(dir);
+    if shim_on {
+        cmd.env("LD_PRELOAD", shim());
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    setup(&mut cmd);
+    let (out, _) = output_within(&mut cmd, Duration::from_secs(60));
+    Outcome {
+        ending: ending(&out.status),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The lines cudablame said on its own (not the text report, whose lines do not start so).
+fn said(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("cudablame: "))
+        .collect()
+}
+
+fn os(s: &str) -> OsString {
+    s.into()
+}
+
+fn bytes(b: &[u8]) -> OsString {
+    OsStr::from_bytes(b).to_os_string()
+}
+
+/// The values every variable is tried with, and whether each is bad for that variable.
+fn cases() -> Vec<(&'static str, OsString, bool)> {
+    let huge_number = "9".repeat(4096);
+    let huge_word = "x".repeat(4096);
+    let mut v = Vec::new();
+    for var in [
+        "CUDABLAME_STACK_DEPTH",
+        "CUDABLAME_RING",
+        "CUDABLAME_PYTHON_DEPTH",
+    ] {
+        for (value, bad) in [
+            (os(""), true),
+            (os(" "), true),
+            (os("abc"), true),
+            (os("-1"), true),
+            (os("0"), true),
+            (os("1e3"), true),
+            (os(&huge_number), true),
+            (bytes(b"\xff\xfe"), true),
+            (os("32"), false),
+        ] {
+            v.push((var, value, bad));
+        }
+    }
+    for var in [
+        "CUDABLAME_MARKERS",
+        "CUDABLAME_TEXT",
+        "CUDABLAME_DEBUG",
+        "CUDABLAME_PYTHON",
+    ] {
+        for (value, bad) in [
+            (os(""), true),
+            (os("maybe"), true),
+            (os("-1"), true),
+            (os("2"), true),
+            (os(&huge_word), true),
+            (bytes(b"o\xffn"), true),
+            (os(" ON "), false),
+        ] {
+            v.push((var, value, bad));
+        }
+    }
+    for var in [
+        "CUDABLAME_STACK",
+        "CUDABLAME_UNWINDER",
+        "CUDABLAME_TEST_PANIC",
+    ] {
+        for (value, bad) in [
+            (os(""), true),
+            (os("sideways"), true),
+            (os("-1"), true),
+            (os(&huge_word), true),
+            (bytes(b"\xff"), true),
+        ] {
+            v.push((var, value, bad));
+        }
+    }
+    for var in ["CUDABLAME_REPORT", "CUDABLAME_TRACE"] {
+        for (value, bad) in [
+            (os(""), true),
+            (os("   "), true),
+            (bytes(b"r\xff.json"), true),
+            // Too long a name: the write fails, said in one line.
+            (os(&format!("{huge_word}.json")), true),
+            (os("-1"), false),
+            (os("%p-%h-%r-%%-%x-%.json"), false),
+        ] {
+            v.push((var, value, bad));
+        }
+    }
+    v.push(("CUDABLAME_RINGS", os("64"), true));
+    v.push(("CUDABLAME_", os(""), true));
+    v
+}
+
+#[test]
+fn every_variable_with_bad_values_gets_one_line_and_changes_nothing() {
+    let base = scratch().join("bad-vars");
+    let plain = run_env(
+        &base.join("plain"),
+        &[OsStr::new("oob")],
+        false,
+        &[],
+        |_| {},
+    );
+    assert_eq!(plain.ending, "exit 1");
+    let (mut tried, mut bad_values) = (0, 0);
+    for (i, (var, value, bad)) in cases().into_iter().enumerate() {
+        let dir = base.join(format!("case-{i}"));
+        let mut env = vec![(var, value.clone())];
+        if var != "CUDABLAME_TEXT" {
+            env.push(("CUDABLAME_TEXT", os("off")));
+        }
+        let r = run_env(&dir, &[OsStr::new("oob")], true, &env, |_| {});
+        let label = format!("{var}={value:?}");
+        assert_eq!(r.ending, plain.ending, "{label}: {}", r.stderr);
+        assert_eq!(
+            stable_lines(&r.stdout),
+            stable_lines(&plain.stdout),
+            "{label}"
+        );
+        let about: Vec<&str> = said(&r.stderr)
+            .into_iter()
+            .filter(|l| l.contains(var) && !l.contains(" = 0x"))
+            .collect();
+        let want = usize::from(bad);
+        assert_eq!(
+            about.len(),
+            want,
+            "{label}: want {want} line(s) about it, stderr:\n{}",
+            r.stderr
+        );
+        for line in &about {
+            assert!(
+                line.len() < 400,
+                "{label}: one clear line, not {} characters",
+                line.len()
+            );
+        }
+        assert!(!r.stderr.contains("panicked"), "{label}: {}", r.stderr);
+        tried += 1;
+        bad_values += want;
+    }
+    // All at once: one line per variable.
+    let all: Vec<(&str, OsString)> = [
+        "CUDABLAME_STACK_DEPTH",
+        "CUDABLAME_RING",
+        "CUDABLAME_PYTHON_DEPTH",
+        "CUDABLAME_MARKERS",
+        "CUDABLAME_DEBUG",
+        "CUDABLAME_PYTHON",
+        "CUDABLAME_STACK",
+        "CUDABLAME_UNWINDER",
+        "CUDABLAME_TEST_PANIC",
+        "CUDABLAME_REPORT",
+        "CUDABLAME_TRACE",
+        "CUDABLAME_TYPO",
+    ]
+    .into_iter()
+    .map(|k| (k, os("")))
+    .chain([("CUDABLAME_TEXT", os("off!"))])
+    .collect();
+    let r = run_env(&base.join("all"), &[OsStr::new("oob")], true, &all, |_| {});
+    assert_eq!(r.ending, plain.ending);
+    assert_eq!(said(&r.stderr).len(), all.len(), "{}", r.stderr);
+    println!("bad variables: {tried} values tried ({bad_values} bad, each one line), plus all {} at once", all.len());
+}
+
+/// Writes that cannot succeed: one line naming the path and the variable; same exit and stdout.
+#[test]
+fn unwritable_report_paths_get_one_line() {
+    let base = scratch().join("unwritable");
+    let plain = run_env(
+        &base.join("plain"),
+        &[OsStr::new("oob")],
+        false,
+        &[],
+        |_| {},
+    );
+    let mut tried = 0;
+    for (label, path) in [
+        ("missing directory", "/nonexistent-cudablame-dir/r.json"),
+        ("inside /proc", "/proc/self/cudablame-r.json"),
+        ("a file as directory", "/dev/null/r.json"),
+    ] {
+        for var in ["CUDABLAME_REPORT", "CUDABLAME_TRACE"] {
+            let r = run_env(
+                &base.join("run"),
+                &[OsStr::new("oob")],
+                true,
+                &[(var, os(path))],
+                |_| {},
+            );
+            assert_eq!(r.ending, plain.ending, "{label} {var}");
+            assert_eq!(stable_lines(&r.stdout), stable_lines(&plain.stdout));
+            let lines: Vec<&str> = said(&r.stderr)
+                .into_iter()
+                .filter(|l| l.contains("cannot write"))
+                .collect();
+            assert_eq!(lines.len(), 1, "{label} {var}: {}", r.stderr);
+            assert!(
+                lines[0].contains(path) && lines[0].contains(var),
+                "{}",
+                lines[0]
+            );
+            assert!(
+                r.stderr.contains("culprit [Exact]"),
+                "the text report still comes: {}",
+                r.stderr
+            );
+            tried += 1;
+        }
+    }
+    println!("unwritable paths: {tried} tried");
+}
+
+/// A directory as report path: the report goes inside it, under the default name.
+#[test]
+fn a_directory_as_report_path_gets_the_report_inside() {
+    let dir = scratch().join("report-dir");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for pattern in [dir.display().to_string(), format!("{}/sub/", dir.display())] {
+        let _ = std::fs::create_dir_all(dir.join("sub"));
+        let r = run_env(
+            &scratch().join("report-dir-cwd"),
+            &[OsStr::new("oob")],
+            true,
+            &[("CUDABLAME_REPORT", os(&pattern))],
+            |_| {},
+        );
+        assert_eq!(r.ending, "exit 1");
+        assert!(said(&r.stderr).is_empty(), "{}", r.stderr);
+        let pid = r
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("pid="))
+            .unwrap()
+            .to_string();
+        let inside = Path::new(&pattern)
+            .read_dir()
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .find(|n| n.ends_with(&format!("-{pid}.json")));
+        let name = inside.unwrap_or_else(|| panic!("no report in {pattern}: {}", r.stderr));
+        assert!(name.starts_with("cudablame-"), "{name}");
+        let rep: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(Path::new(&pattern).join(&name)).unwrap())
+                .unwrap();
+        assert_eq!(rep["culprit"]["op"]["kernel"], "oob_write");
+    }
+}
+
+/// A full disk (a 4 KiB tmpfs, mounted in a user namespace where allowed) and the file size limit
+/// (`ulimit -f`, which would kill the program with SIGXFSZ if the report were written past it).
+#[test]
+fn full_disk_and_file_size_limit() {
+    let base = scratch().join("full");
+    let plain = run_env(
+        &base.join("plain"),
+        &[OsStr::new("oob")],
+        false,
+        &[],
+        |_| {},
+    );
+    // The file size limit: 4 KiB, less than the report.
+    for shim_on in [false, true] {
+        let r = run_env(
+            &base.join("fsize"),
+            &[OsStr::new("oob")],
+            shim_on,
+            &[("CUDABLAME_REPORT", os("r.json"))],
+            |cmd| {
+                use std::os::unix::process::CommandExt;
+                // SAFETY: setrlimit is async-signal-safe.
+                unsafe {
+                    cmd.pre_exec(|| {
+                        let lim = libc_rlimit {
+                            cur: 4096,
+                            max: 4096,
+                        };
+                        if setrlimit(1, &lim) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+            },
+        );
+        assert_eq!(
+            r.ending, plain.ending,
+            "file size limit, shim {shim_on}: {}",
+            r.stderr
+        );
+        if shim_on {
+            let lines = said(&r.stderr);
+            assert_eq!(lines.len(), 1, "{}", r.stderr);
+            assert!(lines[0].contains("file size limit"), "{}", lines[0]);
+            assert!(!base.join("fsize/r.json").exists());
+        }
+    }
+    // A full file system.
+    let mnt = base.join("tmpfs");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let listing = base.join("listing.txt");
+    let mounted = base.join("mounted");
+    let _ = std::fs::remove_file(&listing);
+    let _ = std::fs::remove_file(&mounted);
+    let script = format!(
+        "mount -t tmpfs -o size=4k tmpfs {m} || exit 99; touch {t}; {prog} oob; rc=$?; ls -A {m} > {l}; exit $rc",
+        m = mnt.display(),
+        t = mounted.display(),
+        prog = scenarios().display(),
+        l = listing.display()
+    );
+    let unshare = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("unshare"))
+            .find(|f| f.is_file())
+    });
+    let Some(unshare) = unshare else {
+        println!("full disk: no unshare(1) here: skipped");
+        return;
+    };
+    let mut cmd = command(&unshare, &["-r", "-m", "sh", "-c", &script]);
+    cmd.env("LD_PRELOAD", shim())
+        .env("CUDABLAME_REPORT", mnt.join("r.json"));
+    let (out, _) = output_within(&mut cmd, Duration::from_secs(60));
+    if !mounted.exists() {
+        println!(
+            "full disk: no tmpfs in a user namespace here ({}): skipped",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return;
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(ending(&out.status), plain.ending, "{stderr}");
+    let lines = said(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("No space left on device"), "{}", lines[0]);
+    assert_eq!(
+        std::fs::read_to_string(&listing).unwrap(),
+        "",
+        "a partial or temporary file was left on the full disk"
+    );
+    println!("full disk: tmpfs of 4 KiB, one line, nothing left behind");
+}
+
+#[repr(C)]
+struct libc_rlimit {
+    cur: u64,
+    max: u64,
+}
+extern "C" {
+    fn setrlimit(resource: i32, rlim: *const libc_rlimit) -> i32;
+}
+
+/// A symlink planted at the report path is never followed: its target is untouched and the report
+/// goes to NAME.1.json.
+#[test]
+fn a_planted_symlink_is_not_followed() {
+    let dir = scratch().join("symlink");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let precious = dir.join("precious.txt");
+    std::fs::write(&precious, "precious").unwrap();
+    std::os::unix::fs::symlink(&precious, dir.join("report.json")).unwrap();
+    std::os::unix::fs::symlink(dir.join("victim.json"), dir.join("dangling.json")).unwrap();
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("to-dir.json")).unwrap();
+    for (name, written) in [
+        ("report.json", "report.1.json"),
+        ("dangling.json", "dangling.1.json"),
+        ("to-dir.json", "to-dir.1.json"),
+    ] {
+        let r = run_env(
+            &dir,
+            &[OsStr::new("oob")],
+            true,
+            &[(
+                "CUDABLAME_REPORT",
+                os(&dir.join(name).display().to_string()),
+            )],
+            |_| {},
+        );
+        assert_eq!(r.ending, "exit 1");
+        assert!(said(&r.stderr).is_empty(), "{}", r.stderr);
+        let rep: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join(written)).unwrap()).unwrap();
+        assert_eq!(rep["culprit"]["op"]["kernel"], "oob_write");
+        assert!(std::fs::symlink_metadata(dir.join(name))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "precious");
+    assert!(
+        !dir.join("victim.json").exists(),
+        "the dangling symlink was followed"
+    );
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "the symlink to a directory was followed"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Arguments with invalid UTF-8, newlines, quotes and a long one: the report records them,
+/// replacing what is not UTF-8, and the program sees them unchanged.
+#[test]
+fn odd_bytes_in_argv() {
+    let long = "a".repeat(100_000);
+    let args: Vec<OsString> = vec![
+        bytes(b"\xff\xfe\x01"),
+        os("new\nline \"quoted\" \\"),
+        os(&long),
+        os("oob"),
+    ];
+    let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let dir = scratch().join("argv");
+    let plain = run_env(&dir, &args, false, &[], |_| {});
+    let r = run_env(
+        &dir,
+        &args,
+        true,
+        &[("CUDABLAME_REPORT", os("argv.json"))],
+        |_| {},
+    );
+    assert_eq!(r.ending, plain.ending);
+    assert_eq!(stable_lines(&r.stdout), stable_lines(&plain.stdout));
+    let rep: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("argv.json")).unwrap()).unwrap();
+    let argv: Vec<&str> = rep["process"]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(argv.len(), 5);
+    assert_eq!(argv[1], "\u{fffd}\u{fffd}\u{1}");
+    assert_eq!(argv[2], "new\nline \"quoted\" \\");
+    assert_eq!(argv[3].len(), 100_000);
+}
+
+/// A stderr whose reader went away: writing the text report there must not kill the program
+/// with SIGPIPE (it would not have written there itself).
+#[test]
+fn a_broken_stderr_pipe_does_not_kill_the_program() {
+    for shim_on in [false, true] {
+        let mut cmd = command(&scenarios(), &["oob"]);
+        cmd.env("CUDABLAME_REPORT", "off");
+        if shim_on {
+            cmd.env("LD_PRELOAD", shim());
+        }
+        let mut child = cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stderr.take()); // nobody reads stderr any more
+        let status = child.wait().unwrap();
+        assert_eq!(ending(&status), "exit 1", "shim {shim_on}");
+    }
+}
