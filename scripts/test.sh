@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): builds the shim, the simulated driver and the
-# command, then runs every unit and integration test. No GPU needed.
+# command, then runs every unit and integration test. No GPU needed. Ends with one line
+# "total: N passed, M failed" summing cargo's per-binary results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --workspace
-cargo test --release --workspace "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --release --workspace "$@" 2>&1 | tee "$log" || status=$?
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "total: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
