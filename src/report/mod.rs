@@ -2,6 +2,7 @@
 //! on stderr, written as JSON and, with `CUDABLAME_TRACE`, as a Chrome trace. Everything slow
 //! (kernel names, symbolization) happens here.
 
+pub mod hints;
 pub mod model;
 pub mod sink;
 pub mod text;
@@ -81,6 +82,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                     confidence: Confidence::Exact,
                     reason,
                     op: Some(op),
+                    hint: None,
                 },
                 Vec::new(),
                 None,
@@ -101,12 +103,21 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                     confidence: v.confidence,
                     reason: v.reason,
                     op,
+                    hint: None,
                 },
                 suspects,
                 v.culprit,
             )
         }
     };
+
+    let mut culprit = culprit;
+    culprit.hint = culprit
+        .op
+        .as_ref()
+        .and_then(|o| o.kernel.as_deref())
+        .and_then(|k| hints::hint(k, &code_name))
+        .map(String::from);
 
     let streams = views
         .iter()

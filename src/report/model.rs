@@ -123,6 +123,9 @@ pub struct Culprit {
     pub reason: String,
     /// `None` when the culprit is not known or fell out of the ring.
     pub op: Option<Op>,
+    /// One line of advice for well-known kernels (loss, indexing), e.g. which input to check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]

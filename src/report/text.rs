@@ -451,6 +451,9 @@ pub fn render(r: &Report) -> String {
         }
     }
     let _ = writeln!(out, "    why: {}", r.culprit.reason);
+    if let Some(hint) = &r.culprit.hint {
+        let _ = writeln!(out, "    hint: {hint}");
+    }
     let c = &r.reporting_call;
     let _ = writeln!(
         out,
