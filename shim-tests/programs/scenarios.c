@@ -74,7 +74,6 @@ static CUfunction slow, quick, oob_write, instant_oob;
 static CUcontext ctx;
 static unsigned bad_block = 256; /* launch_bad_kernel's block size (2048: an invalid launch) */
 static CUdeviceptr buffer;
-static int failures;
 
 static void check(const char *what, CUresult rc) {
     if (rc != 0) {

@@ -76,6 +76,14 @@ fn run_without_a_command_fails_with_usage() {
     );
     let o = cli(&["run", "--text", "maybe", "--", "true"], &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // A mistyped option is a usage error, not a program called "--reprot".
+    let o = cli(&["run", "--reprot", "x", "--", "true"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unexpected argument '--reprot'"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -309,6 +317,14 @@ fn reports_carry_the_job_layout() {
         (true, true)
     );
     assert_eq!(p["job_id"], "rdzv-9");
+    // An absurd WORLD_SIZE is not a job layout (summary would list billions of missing ranks).
+    let r = run(
+        &scenarios(),
+        &["oob"],
+        true,
+        &[("CUDABLAME_TEXT", "off"), ("WORLD_SIZE", "4000000000")],
+    );
+    assert!(r.report()["process"]["world_size"].is_null());
 }
 
 #[test]

@@ -16,9 +16,10 @@ pub struct DemoArgs {
     /// Use the simulated driver even when a GPU is present
     #[arg(long)]
     simulated: bool,
-    /// Where the JSON report goes (pattern: %p pid, %h host)
-    #[arg(long)]
-    report: Option<String>,
+    /// Directory for the JSON report, cudablame-demo-PID.json (default: the system's temporary
+    /// directory; created if missing)
+    #[arg(long, value_name = "DIR")]
+    report_dir: Option<PathBuf>,
 }
 
 /// The demo's kernels. `histogram_oob` stores 1 TiB past its buffer: CUDA_ERROR_ILLEGAL_ADDRESS.
@@ -102,12 +103,15 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         return ExitCode::from(2);
     };
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("cudablame"));
-    let report = args.report.unwrap_or_else(|| {
-        std::env::temp_dir()
-            .join("cudablame-demo-%p.json")
-            .display()
-            .to_string()
-    });
+    let dir = args.report_dir.unwrap_or_else(std::env::temp_dir);
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("cudablame demo: cannot make {}: {e}", dir.display());
+        return ExitCode::from(2);
+    }
+    let report = dir.join("cudablame-demo-%p.json").display().to_string();
+    let started_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     let mut child = std::process::Command::new(&exe);
     child
         .arg("demo-child")
@@ -150,12 +154,15 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         }
     };
     eprintln!("cudablame demo: the demo program exited with {status}: it got the CUDA error, as it would without cudablame");
-    let path = report
-        .replace("%p", &pid.to_string())
-        .replace("%h", &host());
+    let path = dir
+        .join(format!("cudablame-demo-{pid}.json"))
+        .display()
+        .to_string();
+    // A report of this run: an older file of a reused pid would have an earlier error time.
     match std::fs::read(&path)
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .filter(|r| r["reporting_call"]["time_ns"].as_u64() >= Some(started_ns))
     {
         Some(r) => {
             let kernel = r["culprit"]["op"]["kernel"].as_str().unwrap_or("?");
@@ -183,16 +190,6 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-fn host() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: buffer and length match.
-    if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut c_char, buf.len()) } != 0 {
-        return "unknown-host".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 type CUresult = c_uint;

@@ -53,12 +53,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     lib: Option<PathBuf>,
     /// The program and its arguments (after `--`)
-    #[arg(
-        required = true,
-        value_name = "CMD",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    #[arg(required = true, value_name = "CMD", trailing_var_arg = true)]
     command: Vec<OsString>,
 }
 

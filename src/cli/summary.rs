@@ -180,7 +180,10 @@ fn render(found: &[Found]) -> String {
         .filter_map(|f| f.report.process.world_size)
         .max();
     let reported: BTreeSet<u32> = found.iter().map(|f| f.report.process.rank).collect();
-    let missing: Vec<u32> = (0..world.unwrap_or(0))
+    // Ranks without a report are listed one per line; a world size beyond this (a bad variable in
+    // some report) is not expanded into lines.
+    const LISTED_RANKS: u32 = 65_536;
+    let missing: Vec<u32> = (0..world.unwrap_or(0).min(LISTED_RANKS))
         .filter(|r| !reported.contains(r))
         .collect();
     let jobs: BTreeSet<&str> = found

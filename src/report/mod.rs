@@ -318,7 +318,9 @@ fn process_info() -> Process {
         rank: rank(),
         argv,
         local_rank: first_number(&["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"]),
-        world_size: first_number(&["WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"]),
+        // A job of more than a million processes is a bad variable, not a job.
+        world_size: first_number(&["WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"])
+            .filter(|&n| n <= MAX_WORLD_SIZE),
         // torchrun sets TORCHELASTIC_RUN_ID=none without a rendezvous id.
         job_id: ["SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"]
             .iter()
@@ -332,6 +334,9 @@ fn process_info() -> Process {
 }
 
 /// The first of `vars` that is set to a number.
+/// Largest `WORLD_SIZE` taken as real.
+pub const MAX_WORLD_SIZE: u32 = 1_000_000;
+
 fn first_number(vars: &[&str]) -> Option<u32> {
     vars.iter()
         .find_map(|k| std::env::var(k).ok().and_then(|v| v.trim().parse().ok()))
