@@ -23,16 +23,7 @@ pub fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
     if disabled() {
         return None;
     }
-    if !HOOK.is_completed() {
-        install_panic_hook();
-    }
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(v) => Some(v),
-        Err(_) => {
-            DISABLED.store(true, Ordering::Relaxed);
-            None
-        }
-    }
+    catching(f)
 }
 
 /// Runs `f`, turning a panic into `None`, even when cudablame is off: for finding what the

@@ -333,6 +333,14 @@ pub fn enqueue(
     (rc, None)
 }
 
+/// The native stack a record carries under the configured `CUDABLAME_STACK` mode.
+fn launch_stack(cfg: &config::Config, now_ns: u64) -> NativeStack {
+    match cfg.stack {
+        StackMode::Native => NativeStack::capture(cfg.stack_depth, now_ns),
+        StackMode::Off => NativeStack::EMPTY,
+    }
+}
+
 fn prepare(
     driver: &'static real::Driver,
     ep: EntryPoint,
@@ -341,10 +349,7 @@ fn prepare(
     let cfg = config::get();
     crate::safety::test_panic(crate::safety::PanicPoint::Record);
     let time_ns = now_ns();
-    let stack = match cfg.stack {
-        StackMode::Native => NativeStack::capture(cfg.stack_depth, time_ns),
-        StackMode::Off => NativeStack::EMPTY,
-    };
+    let stack = launch_stack(cfg, time_ns);
     let thread = thread_id();
     if launch.kind == OpKind::Kernel {
         names::note(driver, launch.handle);
@@ -449,10 +454,7 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult) 
                 let thread = thread_id();
                 let id = StreamId::resolve(stream, ep.per_thread_default(), thread);
                 let now = now_ns();
-                let stack = match config::get().stack {
-                    StackMode::Native => NativeStack::capture(config::get().stack_depth, now),
-                    StackMode::Off => NativeStack::EMPTY,
-                };
+                let stack = launch_stack(config::get(), now);
                 graphs::begin(driver.current_context(), id, stack, thread, now);
             }
         }
