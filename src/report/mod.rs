@@ -143,9 +143,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
             stream: reporting_stream.map(StreamId::describe),
             time_ns: now,
             stack: stack::symbolize(reporting_stack.ips(), config::MAX_STACK_DEPTH),
-            python_stack: reporting_python.frames,
-            python_stack_from_thread: reporting_python.from_thread,
-            python_stack_borrowed_from: reporting_python.borrowed_from,
+            python: reporting_python,
             python_note: stack::python::note(),
         },
         culprit,
@@ -259,9 +257,7 @@ impl Names {
             state: state.to_string(),
             synchronous: o.synchronous,
             stack,
-            python_stack: python.frames,
-            python_stack_from_thread: python.from_thread,
-            python_stack_borrowed_from: python.borrowed_from,
+            python,
             graph,
         }
     }

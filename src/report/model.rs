@@ -104,13 +104,9 @@ pub struct ReportingCall {
     /// Wall-clock ns since the Unix epoch.
     pub time_ns: u64,
     pub stack: Vec<Frame>,
-    /// Python frames of the reporting thread, like [`Op::python_stack`].
-    #[serde(default)]
-    pub python_stack: Vec<Frame>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub python_stack_from_thread: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub python_stack_borrowed_from: Option<usize>,
+    /// Python frames of the reporting thread, like [`Op::python`].
+    #[serde(flatten)]
+    pub python: PythonFrames,
     /// Why Python frames are missing or incomplete in a CPython process, e.g. `python frames
     /// unavailable (CPython 3.14 not supported)`; said once per report, here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,9 +154,23 @@ pub struct Op {
     #[serde(default)]
     pub synchronous: bool,
     pub stack: Vec<Frame>,
-    /// Python frames of the launching thread, innermost first (CPython 3.10 to 3.13): `function`
-    /// is the qualified name, `file` and `line` the source position, `module` is `None` and
-    /// `address` the bytecode offset. Empty when the thread ran no Python.
+    /// Python frames of the launching thread (the JSON fields `python_stack`,
+    /// `python_stack_from_thread`, `python_stack_borrowed_from`).
+    #[serde(flatten)]
+    pub python: PythonFrames,
+    /// For a graph launch: what the graph runs, as captured (absent for other ops, and for graphs
+    /// whose capture cudablame did not see).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphOps>,
+}
+
+/// Python frames of one thread, as they appear in an op and in the reporting call.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct PythonFrames {
+    /// Innermost first (CPython 3.10 to 3.13): `function` is the qualified name, `file` and
+    /// `line` the source position, `module` is `None` and `address` the bytecode offset. Empty
+    /// when the thread ran no Python.
+    #[serde(default)]
     pub python_stack: Vec<Frame>,
     /// Set when the frames from index `python_stack_borrowed_from` on are not the launching
     /// thread's but those of this thread, which had called `backward()` (the launch came from an
@@ -169,10 +179,6 @@ pub struct Op {
     pub python_stack_from_thread: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_stack_borrowed_from: Option<usize>,
-    /// For a graph launch: what the graph runs, as captured (absent for other ops, and for graphs
-    /// whose capture cudablame did not see).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub graph: Option<GraphOps>,
 }
 
 /// The kernels captured into a graph, and where the capture began.

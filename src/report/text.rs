@@ -3,7 +3,7 @@
 //!
 //! Standalone (serde and std only), like `model.rs`: the `cudablame` command includes both.
 
-use super::model::{Frame, Op, OpKind, Report};
+use super::model::{Frame, Op, OpKind, PythonFrames, Report};
 use std::fmt::Write;
 
 /// Frames shown per stack in the text (the JSON keeps them all).
@@ -94,12 +94,19 @@ fn python_library(file: &str) -> Option<&str> {
 /// (the innermost of them named first, in the heading), each run of library frames folded into
 /// one line (`... 5 frames in torch`), and where frames were borrowed from the thread that called
 /// `backward()`, a line saying so.
-fn python_frames(
-    out: &mut String,
-    frames: &[Frame],
-    borrowed_from: Option<usize>,
-    from_thread: Option<u32>,
-) {
+/// Prints a thread's Python frames, then its native ones (fewer under Python frames).
+fn stacks(out: &mut String, python: &PythonFrames, native: &[Frame]) {
+    python_frames(out, python);
+    let limit = native_limit(out, &python.python_stack);
+    frames(out, native, limit);
+}
+
+fn python_frames(out: &mut String, python: &PythonFrames) {
+    let (frames, borrowed_from, from_thread) = (
+        &python.python_stack[..],
+        python.python_stack_borrowed_from,
+        python.python_stack_from_thread,
+    );
     let own = |f: &Frame| {
         f.file
             .as_deref()
@@ -437,14 +444,7 @@ pub fn render(r: &Report) -> String {
                 o.stream, o.device, o.thread, ms(o.age_ns)
             );
             let _ = writeln!(out, "    launched by {} from:", o.entry_point);
-            python_frames(
-                &mut out,
-                &o.python_stack,
-                o.python_stack_borrowed_from,
-                o.python_stack_from_thread,
-            );
-            let limit = native_limit(&mut out, &o.python_stack);
-            frames(&mut out, &o.stack, limit);
+            stacks(&mut out, &o.python, &o.stack);
         }
         None => {
             let _ = writeln!(out, "culprit [{:?}]: not identified", r.culprit.confidence);
@@ -465,14 +465,7 @@ pub fn render(r: &Report) -> String {
             .map(|s| format!(", stream {s}"))
             .unwrap_or_default()
     );
-    python_frames(
-        &mut out,
-        &c.python_stack,
-        c.python_stack_borrowed_from,
-        c.python_stack_from_thread,
-    );
-    let limit = native_limit(&mut out, &c.python_stack);
-    frames(&mut out, &c.stack, limit);
+    stacks(&mut out, &c.python, &c.stack);
     if let Some(note) = &c.python_note {
         let _ = writeln!(out, "    {note}");
     }

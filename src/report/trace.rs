@@ -139,8 +139,8 @@ pub fn build(r: &Report) -> Value {
             if !o.stack.is_empty() {
                 args["stack"] = json!(stack_lines(&o.stack));
             }
-            if !o.python_stack.is_empty() {
-                args["python_stack"] = json!(stack_lines(&o.python_stack));
+            if !o.python.python_stack.is_empty() {
+                args["python_stack"] = json!(stack_lines(&o.python.python_stack));
             }
             let mut slice = json!({
                 "name": name, "cat": "gpu", "ph": "X", "pid": pid, "tid": tid,

@@ -59,7 +59,7 @@
 //! 330 ns keeping all 50 (`CUDABLAME_PYTHON_DEPTH=64`): some 6 ns a frame plus 15 to 20 ns.
 
 use crate::config::MAX_PYTHON_DEPTH;
-use crate::report::model::Frame;
+use crate::report::model::{Frame, PythonFrames};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -863,7 +863,7 @@ impl PythonStack {
 
     /// Report time: the frames as file, function and line, innermost first, with the borrowed
     /// backward context appended.
-    pub fn resolve(&self) -> ResolvedPython {
+    pub fn resolve(&self) -> PythonFrames {
         let mut frames: Vec<Frame> = self.frames[..self.len as usize]
             .iter()
             .map(|f| resolve_frame(*f))
@@ -877,10 +877,10 @@ impl PythonStack {
                 address: String::new(),
             });
         }
-        let mut r = ResolvedPython {
-            frames,
-            from_thread: None,
-            borrowed_from: None,
+        let mut r = PythonFrames {
+            python_stack: frames,
+            python_stack_from_thread: None,
+            python_stack_borrowed_from: None,
         };
         let history = match self.borrowed {
             0 => None,
@@ -888,9 +888,9 @@ impl PythonStack {
         };
         if let Some(history) = history {
             if let Some(ctx) = history.iter().find(|c| c.gen == self.borrowed) {
-                r.borrowed_from = Some(r.frames.len());
-                r.from_thread = Some(ctx.thread);
-                r.frames.extend(
+                r.python_stack_borrowed_from = Some(r.python_stack.len());
+                r.python_stack_from_thread = Some(ctx.thread);
+                r.python_stack.extend(
                     ctx.stack.frames[..ctx.stack.len as usize]
                         .iter()
                         .map(|f| resolve_frame(*f)),
@@ -973,15 +973,6 @@ impl Runtime {
         }
         backward
     }
-}
-
-/// A stack turned into frames.
-#[derive(Debug, Default)]
-pub struct ResolvedPython {
-    pub frames: Vec<Frame>,
-    /// The thread the frames from `borrowed_from` on were taken from (it called `backward()`).
-    pub from_thread: Option<u32>,
-    pub borrowed_from: Option<usize>,
 }
 
 fn resolve_frame(f: FrameRef) -> Frame {
