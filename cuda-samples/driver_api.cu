@@ -24,17 +24,7 @@
 #include <cstdio>
 #include <cuda.h>
 
-#define CU_CHECK(call)                                                               \
-    do {                                                                             \
-        CUresult r_ = (call);                                                        \
-        if (r_ != CUDA_SUCCESS) {                                                    \
-            const char *name_ = "?", *text_ = "?";                                   \
-            cuGetErrorName(r_, &name_);                                              \
-            cuGetErrorString(r_, &text_);                                            \
-            fprintf(stderr, "sample-error: %s at %s: %s\n", name_, #call, text_);    \
-            return 1;                                                                \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 // Two kernels with the same body: out[i] = i for i < n.
 // PTX ISA 8.0 (CUDA 12.0), target sm_75: the driver JIT-compiles it for the GPU.

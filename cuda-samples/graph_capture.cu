@@ -31,15 +31,7 @@
 #include <cstdio>
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                              \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            fprintf(stderr, "sample-error: %s at %s: %s\n", cudaGetErrorName(e_), \
-                    #call, cudaGetErrorString(e_));                              \
-            return 1;                                                            \
-        }                                                                        \
-    } while (0)
+#include "check.h"
 
 __global__ void graph_prepare(float* x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -26,15 +26,7 @@
 #include <cuda_runtime.h>
 #include <unistd.h>
 
-#define CHECK(call)                                                              \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            fprintf(stderr, "sample-error: %s at %s: %s\n", cudaGetErrorName(e_), \
-                    #call, cudaGetErrorString(e_));                              \
-            return 1;                                                            \
-        }                                                                        \
-    } while (0)
+#include "check.h"
 
 constexpr long long kFaultDelayNs = 10LL * 1000 * 1000;  // 10 ms on the GPU
 constexpr useconds_t kAfterFaultUs = 200 * 1000;         // 200 ms on the host

@@ -19,15 +19,7 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                              \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            fprintf(stderr, "sample-error: %s at %s: %s\n", cudaGetErrorName(e_), \
-                    #call, cudaGetErrorString(e_));                              \
-            return 1;                                                            \
-        }                                                                        \
-    } while (0)
+#include "check.h"
 
 __global__ void clear_bytes(char* buf, int nbytes) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -19,19 +19,8 @@
 // cuModuleLoadData(&plugin, kPluginPtx) ...", exit 1.
 #include <cuda.h>
 
+#include "check.h"
 #include "late_fault.cuh"
-
-#define CU_CHECK(call)                                                               \
-    do {                                                                             \
-        CUresult r_ = (call);                                                        \
-        if (r_ != CUDA_SUCCESS) {                                                    \
-            const char *name_ = "?", *text_ = "?";                                   \
-            cuGetErrorName(r_, &name_);                                              \
-            cuGetErrorString(r_, &text_);                                            \
-            fprintf(stderr, "sample-error: %s at %s: %s\n", name_, #call, text_);    \
-            return 1;                                                                \
-        }                                                                            \
-    } while (0)
 
 // A do-nothing plugin kernel (PTX ISA 8.0 = CUDA 12.0; JIT-compiled for the GPU).
 static const char kPluginPtx[] =

@@ -25,15 +25,7 @@
 #include <cuda_runtime.h>
 #include <thread>
 
-#define CHECK(call)                                                              \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            fprintf(stderr, "sample-error: %s at %s: %s\n", cudaGetErrorName(e_), \
-                    #call, cudaGetErrorString(e_));                              \
-            return 1;                                                            \
-        }                                                                        \
-    } while (0)
+#include "check.h"
 
 __global__ void fill(float* x, int n, float v) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

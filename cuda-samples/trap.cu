@@ -26,15 +26,7 @@
 #include <cstdio>
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                              \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            fprintf(stderr, "sample-error: %s at %s: %s\n", cudaGetErrorName(e_), \
-                    #call, cudaGetErrorString(e_));                              \
-            return 1;                                                            \
-        }                                                                        \
-    } while (0)
+#include "check.h"
 
 constexpr unsigned kMagic = 0xC0DEu;
 

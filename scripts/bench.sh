@@ -1,59 +1,382 @@
 #!/usr/bin/env bash
-# Benchmark (GPU machine; a benchmark, not a test). Side by side in one run, each several times
-# (median, min, max):
-#   1. launch loop, host-only: µs per empty-kernel launch while the stream is blocked (pure
-#      enqueue cost), and back to back (can be GPU-throughput-bound);
-#   2. PyTorch training step of a small GPT (GPU-bound) and a tiny one (host-bound), ms per step;
-# for no shim, cudablame's configurations and CUDA_LAUNCH_BLOCKING=1.
-# Usage: scripts/bench.sh [N_LAUNCHES] [REPS] [launch|train|all]
+# Benchmark (GPU machine; a benchmark, not a test) for issue 5. Every measured configuration runs
+# in rounds (round r runs each configuration once, starting at configuration r: rotating order, so
+# drift and warm-up spread evenly), each run pinned to one CPU (taskset -c $BENCH_CPU, when taskset
+# exists), and the tables give median, min and max over the rounds and the median's difference to
+# the first row. Parts, in the order `all` runs them (expected time on an H200 with the defaults):
+#   launch     launch loop, host mode: host µs per empty-kernel launch while the stream is blocked
+#              (pure enqueue cost); 7 configurations x 5 rounds x 100,000 launches       (~70 s)
+#   probe      launch_loop probe: host µs of a launch alone and of a launch + one candidate
+#              progress signal (cuStreamWriteValue64/32, cuEventRecord, ...), no shim      (~5 s)
+#   train      PyTorch training step, small GPT (GPU-bound) and tiny (host-bound) in one process,
+#              ms per step; 3 configurations x 3 rounds x 20 steps                        (~60 s)
+#   memory     resident memory after 1M and after all of BENCH_MEM_N back-to-back launches,
+#              without and with cudablame (5M by default: 10M does not fit the budget)    (~40 s)
+#   latency    report build time (build_ns: faulting call to report written, symbolization
+#              included) for cuda-samples/oob_write.cu and python/indexing_oob.py          (~15 s)
+#   stats      one launch loop and one GPT run with CUDABLAME_STATS=on: the `cudablame stats:`
+#              lines                                                                      (~10 s)
+#   sanitizer  compute-sanitizer memcheck on BENCH_SAN_STEPS GPT steps, ms per step, as a
+#              reference; killed after BENCH_SAN_TIMEOUT s ("timeout"). Last, so that a slow
+#              sanitizer cannot cost the other results                         (~30-120 s)
+# plus ~15 s of nvcc builds: about 4-5 minutes for `all`.
+#
+# Usage: scripts/bench.sh [launch|probe|train|memory|latency|stats|sanitizer|all]...  (default all)
+# Environment (defaults):
+#   CUDABLAME_LIB      the shim ($PWD/.gpu/libcudablame.so)
+#   BENCH_N            launches per launch-loop run (100000)
+#   BENCH_REPS         rounds of the launch loop (5)
+#   BENCH_MODES        launch loop modes, "host" and/or "stream" (host)
+#   BENCH_TRAIN_REPS   rounds of the training step (3)
+#   BENCH_STEPS        timed steps per training run (20)
+#   BENCH_TRAIN_FULL   1: also cudablame with CUDABLAME_STACK=off, CUDABLAME_PYTHON=off and
+#                      CUDABLAME_MARKERS=off in the training table (0)
+#   BENCH_PROBE_N      calls per probe item (25600)
+#   BENCH_MEM_N        launches of the memory run (5000000)
+#   BENCH_SAN_STEPS    steps under compute-sanitizer (3); BENCH_SAN_TIMEOUT its limit in s (120),
+#                      cut so that the script ends by BENCH_DEADLINE s after its start (330)
+#   BENCH_RUN_TIMEOUT  limit of one measured run in s (120)
+#   BENCH_CPU          the CPU every measured run is pinned to (2)
+#   BUILD_DIR          build and temp dir (/tmp/cudablame-bench); NVCC_ARCH (sm_90); PYTHON (python3)
 set -u
 cd "$(dirname "$0")/.." || exit 2
-N=${1:-200000}
-REPS=${2:-5}
-WHAT=${3:-all}
-LIB=${CUDABLAME_LIB:-$PWD/.gpu/libcudablame.so}
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-BIN=${BUILD_DIR:-/tmp/cudablame-bench}/launch_loop
-mkdir -p "$(dirname "$BIN")"
-"$NVCC" -O2 -arch=sm_90 -o "$BIN" cuda-samples/bench/launch_loop.cu || exit 1
-S="LD_PRELOAD=$LIB CUDABLAME_REPORT=off"
 
-# median/min/max of REPS runs of a command whose output has KEY=<number>
-measure() {
-  local name=$1 key=$2 envs=$3; shift 3
-  local vals=()
-  for _ in $(seq "$REPS"); do
-    v=$(env $envs "$@" 2>/dev/null | sed -n "s/.*$key=\([0-9.]*\).*/\1/p" | head -1)
-    vals+=("${v:-nan}")
-  done
-  printf '%s\n' "${vals[@]}" | sort -g | awk -v name="$name" '{a[NR]=$1} END {printf "%-52s %9.3f %9.3f %9.3f\n", name, a[int((NR+1)/2)], a[1], a[NR]}'
+LIB=${CUDABLAME_LIB:-$PWD/.gpu/libcudablame.so}
+N=${BENCH_N:-100000}
+REPS=${BENCH_REPS:-5}
+MODES=${BENCH_MODES:-host}
+TRAIN_REPS=${BENCH_TRAIN_REPS:-3}
+STEPS=${BENCH_STEPS:-20}
+PROBE_N=${BENCH_PROBE_N:-25600}
+MEM_N=${BENCH_MEM_N:-5000000}
+SAN_STEPS=${BENCH_SAN_STEPS:-3}
+SAN_TIMEOUT=${BENCH_SAN_TIMEOUT:-120}
+RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-120}
+DEADLINE=${BENCH_DEADLINE:-330}
+CPU=${BENCH_CPU:-2}
+BUILD=${BUILD_DIR:-/tmp/cudablame-bench}
+ARCH=${NVCC_ARCH:-sm_90}
+PYTHON=${PYTHON:-python3}
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+BIN=$BUILD/launch_loop
+S="LD_PRELOAD=$LIB CUDABLAME_REPORT=off"
+# Nothing from the caller's environment may change a run: no preload, no blocking launches, no
+# cudablame variable (CUDABLAME_LIB included: the shim would warn about it).
+unset LD_PRELOAD CUDA_LAUNCH_BLOCKING
+while read -r v; do unset "$v"; done < <(compgen -e | grep '^CUDABLAME_')
+
+ALL=(launch probe train memory latency stats sanitizer)
+PARTS=("$@")
+((${#PARTS[@]})) || PARTS=(all)
+for p in "${PARTS[@]}"; do
+  case " all ${ALL[*]} " in
+    *" $p "*) ;;
+    *) echo "usage: scripts/bench.sh [$(IFS='|'; echo "${ALL[*]}")|all]... (N, REPS: BENCH_N, BENCH_REPS)" >&2
+       exit 2 ;;
+  esac
+done
+wants() { [[ " ${PARTS[*]} " == *" $1 "* || " ${PARTS[*]} " == *" all "* ]]; }
+
+PIN=()
+PIN_NOTE="not pinned (no taskset)"
+if command -v taskset >/dev/null 2>&1; then
+  if ! taskset -c "$CPU" true 2>/dev/null; then
+    # Not an allowed CPU here: the last of those allowed instead (CPU 0 often takes interrupts).
+    allowed=$(taskset -pc $$ 2>/dev/null | sed 's/.*: *//')
+    CPU=${allowed##*[-,]}
+  fi
+  if [[ -n $CPU ]] && taskset -c "$CPU" true 2>/dev/null; then
+    PIN=(taskset -c "$CPU")
+    PIN_NOTE="each measured run pinned to CPU $CPU (taskset; BENCH_CPU=${BENCH_CPU:-2})"
+  else
+    PIN_NOTE="not pinned (taskset -c ${BENCH_CPU:-2} refused)"
+  fi
+fi
+
+# ------------------------------------------------------------------------------------ helpers
+
+# run_one "VAR=value ..." CMD...: one pinned run with those variables, stdout and stderr together,
+# and a last line "[exit status N]" when N is not 0 (124: killed after BENCH_RUN_TIMEOUT s).
+run_one() {
+  local envs=$1 rc
+  shift
+  # shellcheck disable=SC2086  # envs is a list of VAR=value words
+  timeout -k 5 "$RUN_TIMEOUT" ${PIN[@]+"${PIN[@]}"} env $envs "$@" 2>&1
+  rc=$?
+  ((rc == 0)) || echo "[exit status $rc]"
 }
 
+# value KEY TEXT: the first number written as KEY=<number> in TEXT (empty if none).
+value() { grep -oE "(^|[^A-Za-z0-9_])$1=-?[0-9.]+" <<<"$2" | head -1 | sed 's/.*=//'; }
+
+# measure CONFIGS ROUNDS CMD...: CONFIGS names an array of "label|VAR=value ..." entries; runs
+# each configuration once per round, round r starting at configuration r; run i of round r leaves
+# its output in OUT_OF[i,r].
+declare -A OUT_OF
+measure() {
+  local -n cfgs=$1
+  local rounds=$2 n r k i
+  shift 2
+  n=${#cfgs[@]}
+  OUT_OF=()
+  for ((r = 0; r < rounds; r++)); do
+    for ((k = 0; k < n; k++)); do
+      i=$(((r + k) % n))
+      OUT_OF[$i,$r]=$(run_one "${cfgs[i]#*|}" "$@")
+    done
+  done
+}
+
+# table CONFIGS ROUNDS KEY UNIT TITLE [NOTE_KEY]: one row per configuration of the last measure:
+# median, min and max of KEY over the rounds, the median minus the first row's (and in %); with
+# NOTE_KEY, its sum over the rounds when not 0. A run without KEY counts as failed: the row says
+# so, with the end of that run's output.
+table() {
+  local -n cfgs=$1
+  local rounds=$2 key=$3 unit=$4 title=$5 note_key=${6:-} i r v base="" vals stats med note bad
+  printf '\n%s\n' "$title"
+  printf '%-52s %9s %9s %9s  %s\n' "configuration" "median $unit" "min" "max" "median vs first row"
+  for i in "${!cfgs[@]}"; do
+    vals=() note="" bad=""
+    local notes=0
+    for ((r = 0; r < rounds; r++)); do
+      v=$(value "$key" "${OUT_OF[$i,$r]-}")
+      if [[ -n $v ]]; then
+        vals+=("$v")
+      else
+        bad=$(tail -n 2 <<<"${OUT_OF[$i,$r]-}" | tr '\n' ' ' | cut -c1-160)
+      fi
+      if [[ -n $note_key ]]; then
+        v=$(value "$note_key" "${OUT_OF[$i,$r]-}")
+        notes=$((notes + ${v:-0}))
+      fi
+    done
+    ((notes)) && note="  [$note_key=$notes]"
+    if ((${#vals[@]} == 0)); then
+      printf '%-52s %9s %9s %9s  all runs failed: %s\n' "${cfgs[i]%%|*}" "-" "-" "-" "$bad"
+      continue
+    fi
+    stats=$(printf '%s\n' "${vals[@]}" | sort -g | awk '{a[NR] = $1}
+      END { m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+            printf "%.3f %.3f %.3f", m, a[1], a[NR] }')
+    read -r med _ _ <<<"$stats"
+    ((i == 0)) && base=$med
+    # shellcheck disable=SC2086  # stats is the three numbers median, min, max
+    printf '%-52s %9.3f %9.3f %9.3f  %s%s\n' "${cfgs[i]%%|*}" $stats \
+      "$(awk -v m="$med" -v b="$base" -v first=$((i == 0)) 'BEGIN {
+           if (first) printf "(reference)"; else if (b > 0) printf "%+.3f (%+.0f%%)", m - b, 100 * (m - b) / b }')" \
+      "$note"
+    ((${#vals[@]} < rounds)) && printf '%52s %d of %d runs failed, e.g.: %s\n' "" \
+      $((rounds - ${#vals[@]})) "$rounds" "$bad"
+  done
+}
+
+part_start() { PART_T0=$SECONDS; printf '\n==== %s\n' "$1"; }
+part_end() { printf '[%s: %d s]\n' "$1" $((SECONDS - PART_T0)); }
+
+need_lib() {
+  [[ -f $LIB ]] && return 0
+  echo "error: the shim $LIB does not exist (build it, or set CUDABLAME_LIB)" >&2
+  exit 1
+}
+
+# ------------------------------------------------------------------------------------- header
+
+T0=$SECONDS
+echo "cudablame bench, $(date '+%Y-%m-%d %H:%M:%S %Z'), parts: ${PARTS[*]}"
+echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)"
+echo "nvcc: $("$NVCC" --version 2>/dev/null | grep -o 'release [^,]*, V[0-9.]*' || echo "not found ($NVCC)")"
+echo "python: $("$PYTHON" -c 'import platform; print(platform.python_version())' 2>/dev/null)," \
+  "torch: $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || echo none)"
+TREE=$(git rev-parse --short HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || TREE+="+changes"; }
+echo "shim: $LIB ($([[ -f $LIB ]] && date -r "$LIB" '+built %Y-%m-%d %H:%M' || echo missing), tree ${TREE:-unknown})"
+echo "$PIN_NOTE"
+
+mkdir -p "$BUILD"
+# launch_loop compiled? (a failed build skips only the parts that run it).
+LOOP_BUILT=0
+if wants launch || wants probe || wants memory || wants stats; then
+  if "$NVCC" -O2 -g -arch="$ARCH" -o "$BIN" cuda-samples/bench/launch_loop.cu -lcuda; then
+    LOOP_BUILT=1
+  else
+    echo "error: building launch_loop failed: launch, probe, memory and the stats loop are skipped"
+  fi
+fi
+loop_built() { ((LOOP_BUILT)); }
+
+# ------------------------------------------------------------------------------------- launch
+
+# shellcheck disable=SC2034  # the configuration arrays are read through namerefs (measure, table)
 launch_configs=(
-  "no shim|X=1"
-  "cudablame default (markers + native stack)|$S"
-  "cudablame markers only (CUDABLAME_STACK=off)|$S CUDABLAME_STACK=off"
-  "cudablame stack only (CUDABLAME_MARKERS=off)|$S CUDABLAME_MARKERS=off"
-  "cudablame stack only, libgcc unwinder|$S CUDABLAME_MARKERS=off CUDABLAME_UNWINDER=libgcc"
-  "cudablame ring only (markers and stack off)|$S CUDABLAME_STACK=off CUDABLAME_MARKERS=off"
-  "cudablame default, CUDABLAME_STACK_DEPTH=8|$S CUDABLAME_STACK_DEPTH=8"
+  "no shim|"
+  "cudablame default (markers on, native stack)|$S"
+  "markers on, stack off|$S CUDABLAME_STACK=off"
+  "markers off, native stack|$S CUDABLAME_MARKERS=off"
+  "markers off, stack off (ring only)|$S CUDABLAME_MARKERS=off CUDABLAME_STACK=off"
+  "default with CUDABLAME_STACK_DEPTH=8|$S CUDABLAME_STACK_DEPTH=8"
   "CUDA_LAUNCH_BLOCKING=1|CUDA_LAUNCH_BLOCKING=1"
 )
-if [ "$WHAT" != train ]; then
-  for mode in host stream; do
-    printf '\n%-52s %9s %9s %9s\n' "launch loop, $mode mode, $N launches x $REPS" "median us" "min" "max"
-    for c in "${launch_configs[@]}"; do
-      measure "${c%%|*}" launch_us "${c#*|}" "$BIN" "$N" "$mode"
-    done
+if wants launch && loop_built; then
+  need_lib
+  part_start launch
+  for mode in $MODES; do
+    measure launch_configs "$REPS" "$BIN" "$N" "$mode"
+    table launch_configs "$REPS" launch_us us \
+      "launch loop, $mode mode: host us per empty-kernel launch, $N launches, $REPS rounds" \
+      "$([[ $mode == host ]] && echo overruns)"
   done
+  echo "(overruns: 256-launch batches that outlasted the ~2 ms spin kernel; they may include GPU waits)"
+  part_end launch
 fi
-if [ "$WHAT" != launch ]; then
-  for size in gpt tiny; do
-    printf '\n%-52s %9s %9s %9s\n' "training step ($size), $REPS runs of 30 steps" "median ms" "min" "max"
-    for c in "no shim|X=1" "cudablame default|$S" "cudablame CUDABLAME_STACK=off|$S CUDABLAME_STACK=off" \
-      "CUDA_LAUNCH_BLOCKING=1|CUDA_LAUNCH_BLOCKING=1"; do
-      measure "${c%%|*}" step_ms "${c#*|}" python3 cuda-samples/bench/train_step.py --size "$size"
-    done
-    python3 cuda-samples/bench/train_step.py --size "$size" --steps 3 | sed 's/.*launches_per_step=/launches per step: /' 
+
+# -------------------------------------------------------------------------------------- probe
+
+if wants probe && loop_built; then
+  part_start probe
+  echo "host us per call, stream blocked by a spin kernel, no shim, $PROBE_N calls per item;"
+  echo "value = median of 128-call batch means; added = minus launch alone:"
+  run_one "" "$BIN" "$PROBE_N" probe
+  part_end probe
+fi
+
+# -------------------------------------------------------------------------------------- train
+
+SIZES=gpt,tiny
+train_configs=(
+  "no shim|BENCH_COUNT_LAUNCHES=1"
+  "cudablame default (markers, native + Python stacks)|$S"
+  "CUDA_LAUNCH_BLOCKING=1|CUDA_LAUNCH_BLOCKING=1"
+)
+if [[ ${BENCH_TRAIN_FULL:-0} == 1 ]]; then
+  train_configs+=(
+    "cudablame CUDABLAME_STACK=off|$S CUDABLAME_STACK=off"
+    "cudablame CUDABLAME_PYTHON=off|$S CUDABLAME_PYTHON=off"
+    "cudablame CUDABLAME_MARKERS=off|$S CUDABLAME_MARKERS=off"
+  )
+fi
+GPT_NO_SHIM_MS=""
+if wants train; then
+  need_lib
+  part_start train
+  measure train_configs "$TRAIN_REPS" "$PYTHON" cuda-samples/bench/train_step.py \
+    --size "$SIZES" --steps "$STEPS"
+  for size in ${SIZES//,/ }; do
+    table train_configs "$TRAIN_REPS" "${size}_step_ms" ms \
+      "training step ($size): ms per step (median of $STEPS steps per run), $TRAIN_REPS rounds"
+    echo "kernel launches per step (profiler, no shim): $(value "${size}_launches_per_step" "${OUT_OF[0,0]-}")"
   done
+  GPT_NO_SHIM_MS=$(for ((r = 0; r < TRAIN_REPS; r++)); do value gpt_step_ms "${OUT_OF[0,$r]-}"; done |
+    sort -g | awk '{a[NR] = $1} END { if (NR) print a[int((NR + 1) / 2)] }')
+  part_end train
 fi
+
+# ------------------------------------------------------------------------------------- memory
+
+mem_configs=("no shim|" "cudablame default|$S")
+if wants memory && loop_built; then
+  need_lib
+  part_start memory
+  echo "resident memory (VmRSS), $MEM_N empty kernels back to back, synchronized every 100,000$(
+    ((MEM_N < 10000000)) && echo " (not 10M, to fit the time budget; BENCH_MEM_N=10000000 for it)")"
+  RUN_TIMEOUT=${BENCH_MEM_TIMEOUT:-300} measure mem_configs 1 "$BIN" "$MEM_N" rss
+  printf '%-52s %10s %10s %10s %10s %8s\n' configuration "start kB" "at 1M kB" "at end kB" "peak kB" "seconds"
+  for i in "${!mem_configs[@]}"; do
+    o=${OUT_OF[$i,0]-}
+    printf '%-52s %10s %10s %10s %10s %8s\n' "${mem_configs[i]%%|*}" "$(value rss_start_kb "$o")" \
+      "$(value rss_1m_kb "$o")" "$(value rss_end_kb "$o")" "$(value rss_hwm_kb "$o")" \
+      "$(value rss_seconds "$o")"
+    [[ -z $(value rss_end_kb "$o") ]] && echo "  failed: $(tail -n 2 <<<"$o" | tr '\n' ' ' | cut -c1-200)"
+  done
+  a1=$(value rss_1m_kb "${OUT_OF[0,0]-}") b1=$(value rss_1m_kb "${OUT_OF[1,0]-}")
+  ae=$(value rss_end_kb "${OUT_OF[0,0]-}") be=$(value rss_end_kb "${OUT_OF[1,0]-}")
+  if [[ -n $a1 && -n $b1 && -n $ae && -n $be ]]; then
+    awk -v a1="$a1" -v b1="$b1" -v ae="$ae" -v be="$be" -v n="$MEM_N" 'BEGIN {
+      g = (be - b1) - (ae - a1)
+      printf "added by cudablame: %.1f MB at 1M launches, %.1f MB at %d; growth from 1M to the end" \
+        " %.1f MB with, %.1f MB without: %s\n", (b1 - a1) / 1024, (be - ae) / 1024, n,
+        (be - b1) / 1024, (ae - a1) / 1024, g < 1024 ? "flat" : "GROWS"
+    }'
+  fi
+  part_end memory
+fi
+
+# ------------------------------------------------------------------------------------ latency
+
+# latency NAME CMD...: runs CMD under the shim with the report in a fresh dir; prints build_ns.
+latency() {
+  local name=$1 dir t f rc
+  shift
+  dir=$(mktemp -d "$BUILD/latency.XXXXXX")
+  t=$EPOCHREALTIME
+  timeout -k 5 "$RUN_TIMEOUT" env LD_PRELOAD="$LIB" CUDABLAME_REPORT="$dir/report-%p.json" "$@" \
+    >"$dir/out.txt" 2>&1
+  rc=$?
+  t=$(awk -v a="$t" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  f=$(find "$dir" -name 'report-*.json' | head -1)
+  if [[ -z $f ]]; then
+    printf '%-36s no report (exit status %d, %s s; output ends: %s)\n' "$name" "$rc" "$t" \
+      "$(tail -n 2 "$dir/out.txt" | tr '\n' ' ' | cut -c1-160)"
+    return
+  fi
+  printf '%-36s %9s ms   (whole run %s s, culprit %s)\n' "$name" \
+    "$("$PYTHON" -c 'import json, sys; print("%.1f" % (json.load(open(sys.argv[1]))["build_ns"] / 1e6))' "$f")" \
+    "$t" \
+    "$("$PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1]))["culprit"]; print(c.get("confidence"), (c.get("op") or {}).get("kernel", "?")[:60])' "$f" 2>/dev/null)"
+}
+if wants latency; then
+  need_lib
+  part_start latency
+  echo "report latency: build_ns (faulting call to report written, symbolization included)"
+  if "$NVCC" -O2 -g -arch="$ARCH" -o "$BUILD/oob_write" cuda-samples/oob_write.cu; then
+    latency "oob_write (C++, static cudart)" "$BUILD/oob_write"
+  else
+    echo "oob_write: build failed"
+  fi
+  latency "python/indexing_oob.py (libtorch)" "$PYTHON" cuda-samples/python/indexing_oob.py
+  part_end latency
+fi
+
+# -------------------------------------------------------------------------------------- stats
+
+if wants stats; then
+  need_lib
+  part_start stats
+  if loop_built; then
+    echo "CUDABLAME_STATS=on, launch loop (host mode, $N launches):"
+    run_one "$S CUDABLAME_STATS=on" "$BIN" "$N" host | grep -o 'cudablame stats:.*' || echo none
+  fi
+  echo "CUDABLAME_STATS=on, GPT training step ($STEPS steps + 5 warm-up):"
+  run_one "$S CUDABLAME_STATS=on" "$PYTHON" cuda-samples/bench/train_step.py --size gpt \
+    --steps "$STEPS" | grep -o 'cudablame stats:.*' || echo none
+  part_end stats
+fi
+
+# ---------------------------------------------------------------------------------- sanitizer
+
+if wants sanitizer; then
+  part_start sanitizer
+  SAN=$(command -v compute-sanitizer || echo "$(dirname "$NVCC")/compute-sanitizer")
+  left=$((DEADLINE - (SECONDS - T0)))
+  if ((left < SAN_TIMEOUT)); then
+    SAN_TIMEOUT=$((left > 30 ? left : 30))
+    echo "(limit cut to $SAN_TIMEOUT s to end near BENCH_DEADLINE=$DEADLINE s)"
+  fi
+  t=$SECONDS
+  out=$(timeout -k 10 "$SAN_TIMEOUT" "$SAN" --tool memcheck "$PYTHON" cuda-samples/bench/train_step.py \
+    --size gpt --steps "$SAN_STEPS" --warmup 1 2>&1)
+  rc=$?
+  t=$((SECONDS - t))
+  v=$(value gpt_step_ms "$out")
+  if ((rc == 124 || rc == 137)); then
+    echo "compute-sanitizer memcheck, GPT step: timeout (over ${SAN_TIMEOUT} s${v:+; it had printed $v ms per step})"
+  elif [[ -z $v ]]; then
+    echo "compute-sanitizer memcheck, GPT step: failed (exit status $rc): $(tail -n 3 <<<"$out" | tr '\n' ' ' | cut -c1-240)"
+  else
+    echo "compute-sanitizer memcheck, GPT step: $v ms per step (median of $SAN_STEPS after 1 warm-up;" \
+      "whole run $t s$([[ -n $GPT_NO_SHIM_MS ]] && echo ", no shim $GPT_NO_SHIM_MS ms"))"
+    grep -o 'ERROR SUMMARY.*' <<<"$out" | head -1
+  fi
+  part_end sanitizer
+fi
+
+printf '\ntotal: %d s\n' $((SECONDS - T0))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-check.sh: real-GPU proof for cudablame.
 #
-# Builds the faulty programs in cuda-samples/*.cu (static and shared cudart),
+# Builds the faulty programs in cuda-samples/*.cu (static and shared cudart;
+# the headers beside them, check.h and late_fault.cuh, are not samples),
 # runs them and the PyTorch scripts in cuda-samples/python/*.py once without
 # and once with the shim, and checks each JSON report against the EXPECT line
 # in the sample's header comment.
@@ -23,11 +24,14 @@
 #
 # EXPECT line format (first line of the sample matching it, in // or # comment):
 #   EXPECT kernel=SUB [site=SUB] error=CUDA_ERROR_X confidence=exact|likely|suspect
-#          [reporter=SUB] [pysite=SUB]
+#          [reporter=SUB] [pysite=SUB] [hint=SUB]
 #     kernel   substring of culprit.op.kernel
 #     site     substring of some culprit.op.stack[].function
 #     reporter substring of reporting_call.entry_point
 #     pysite   substring of some culprit.op.python_stack[].function
+#     hint     substring of culprit.hint (the one line of advice for well-known
+#              loss and indexing kernels, src/report/hints.rs)
+#   A value with spaces goes in double quotes: hint="number of classes".
 # A line "EXPECT-OPTIONAL" marks a case whose missing report counts as skipped.
 #
 # Other header lines (first match each):
@@ -125,7 +129,9 @@ with open(source, encoding="utf-8", errors="replace") as f:
             continue
         m = re.match(r"\s*(//|#)\s*EXPECT\s+(.*)$", line)
         if m and expect is None:
-            expect = dict(tok.split("=", 1) for tok in m.group(2).split() if "=" in tok)
+            # key=value words; a value may be "double quoted" to hold spaces.
+            expect = {k: v[1:-1] if v.startswith('"') else v
+                      for k, v in re.findall(r'(?:^|\s)(\w+)=("[^"]*"|\S+)', m.group(2))}
 
 def finish(status, why=None, details=()):
     word = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}[status]
@@ -191,6 +197,7 @@ kernel = get(culprit_op, "kernel")
 stack_fns = functions(get(culprit_op, "stack"))
 py_fns = functions(get(culprit_op, "python_stack"))
 entry = get(r, "reporting_call", "entry_point")
+hint = get(r, "culprit", "hint")
 
 if "error" in expect and err_name != expect["error"]:
     problems.append(f"error.name: expected {expect['error']}, got {err_name!r}")
@@ -206,6 +213,8 @@ if "pysite" in expect and not any(expect["pysite"] in fn for fn in py_fns):
                     f"(functions: {short(py_fns[:8], 300)})")
 if "reporter" in expect and expect["reporter"] not in (entry or ""):
     problems.append(f"reporting_call.entry_point: expected to contain {expect['reporter']!r}, got {entry!r}")
+if "hint" in expect and expect["hint"] not in (hint or ""):
+    problems.append(f"culprit.hint: expected to contain {expect['hint']!r}, got {short(hint)!r}")
 
 site_fn = next((fn for fn in stack_fns if expect.get("site") and expect["site"] in fn), None)
 details = [
@@ -219,6 +228,8 @@ details = [
     f"suspects: {len(r.get('suspects') or [])}, streams: {len(r.get('streams') or [])}; "
     f"exit {rc_base} without shim, {rc_shim} with",
 ]
+if hint or "hint" in expect:
+    details.insert(4, f"hint: {short(hint, 200)}")
 if problems:
     finish("fail", "; ".join(problems), details)
 finish("pass", None, details)

@@ -51,6 +51,9 @@ pub struct Config {
     pub python: bool,
     /// `CUDABLAME_PYTHON_DEPTH`: Python frames kept per launch, 1..=64 (default 32).
     pub python_depth: usize,
+    /// `CUDABLAME_STATS`: measure what recording costs per op and print one line at exit
+    /// (default off; `record::cost`).
+    pub stats: bool,
     /// `CUDABLAME_TEST_PANIC` (test-only, undocumented for users): make cudablame's own code
     /// panic at this point, to prove the program is unaffected (`describe`, `record`, `report`,
     /// `resolve`).
@@ -71,6 +74,7 @@ impl Default for Config {
             debug: false,
             python: true,
             python_depth: 32,
+            stats: false,
             test_panic: None,
         }
     }
@@ -126,6 +130,7 @@ pub const VARIABLES: &[&str] = &[
     "CUDABLAME_DEBUG",
     "CUDABLAME_PYTHON",
     "CUDABLAME_PYTHON_DEPTH",
+    "CUDABLAME_STATS",
     "CUDABLAME_TEST_PANIC",
 ];
 
@@ -276,6 +281,9 @@ impl Config {
                 32,
                 &mut w,
             );
+        }
+        if let Some(v) = get("CUDABLAME_STATS") {
+            c.stats = on_off("CUDABLAME_STATS", &v, false, &mut w);
         }
         if let Some(v) = get("CUDABLAME_TEST_PANIC") {
             c.test_panic = crate::safety::PanicPoint::parse(v.trim());

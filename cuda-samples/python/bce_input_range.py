@@ -1,4 +1,4 @@
-# EXPECT kernel=binary_cross_entropy error=CUDA_ERROR_ASSERT confidence=exact pysite=bce_loss
+# EXPECT kernel=binary_cross_entropy error=CUDA_ERROR_ASSERT confidence=exact pysite=bce_loss hint="must lie in [0, 1]"
 #
 # bce_input_range.py: F.binary_cross_entropy given raw scores (one above 1)
 # instead of probabilities.

@@ -1,4 +1,4 @@
-# EXPECT kernel=nll_loss error=CUDA_ERROR_ASSERT confidence=exact pysite=compute_loss
+# EXPECT kernel=nll_loss error=CUDA_ERROR_ASSERT confidence=exact pysite=compute_loss hint="number of classes"
 #
 # cross_entropy_oob.py: the seed PyTorch case.
 #

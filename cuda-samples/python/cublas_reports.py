@@ -1,4 +1,4 @@
-# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact reporter=cuLaunchKernel pysite=gather_rows
+# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact reporter=cuLaunchKernel pysite=gather_rows hint="an indexing kernel"
 #
 # cublas_reports.py: our bad kernel, reported from inside cuBLAS.
 #

@@ -1,4 +1,4 @@
-# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact pysite=replay_step
+# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact pysite=replay_step hint="an indexing kernel"
 #
 # cuda_graph_oob.py: a bad index inside a captured torch.cuda.CUDAGraph.
 #
@@ -20,7 +20,8 @@
 # The graph launch is the only unfinished op: exact. kernel=index REQUIRES
 # GRAPH-KERNEL NAMING (see graph_capture.cu): cudablame names a graph launch
 # by its captured kernels (op.kernel = "graph: ...index_elementwise_kernel...",
-# being added); until then this case fails on the kernel= check only.
+# being added); until then this case fails on the kernel= check (and on
+# hint=, which cudablame derives from that name) only.
 # pysite= is where the graph was replayed: the graph op's own Python stack.
 #
 # Expected: uncaught torch.AcceleratorError "device-side assert triggered",

@@ -1,4 +1,4 @@
-# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact pysite=RoutedScale.backward
+# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact pysite=RoutedScale.backward hint="an indexing kernel"
 #
 # custom_backward_oob.py: a bad index inside the backward of a custom
 # torch.autograd.Function written in Python.

@@ -1,4 +1,4 @@
-# EXPECT kernel=indexSelect error=CUDA_ERROR_ASSERT confidence=exact pysite=embed_tokens
+# EXPECT kernel=indexSelect error=CUDA_ERROR_ASSERT confidence=exact pysite=embed_tokens hint="index tensor's range"
 #
 # embedding_oob.py: nn.Embedding looked up with a token id equal to the
 # vocabulary size.
@@ -13,6 +13,10 @@
 # Embedding.forward, Module._call_impl, Module._wrapped_call_impl (folded as
 # torch frames in the text report), then embed_tokens (pysite=), at the
 # emb(tokens) line.
+#
+# hint=: the culprit is an index_select kernel, so the report gives the
+# indexing kernels' advice (the table's "embedding" row matches the
+# embedding backward kernels only); the substring is common to both rows.
 #
 # Expected: uncaught torch.AcceleratorError "device-side assert triggered",
 # exit status 1.

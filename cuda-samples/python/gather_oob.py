@@ -1,4 +1,4 @@
-# EXPECT kernel=scatter_gather error=CUDA_ERROR_ASSERT confidence=exact pysite=pick_scores
+# EXPECT kernel=scatter_gather error=CUDA_ERROR_ASSERT confidence=exact pysite=pick_scores hint="a gather kernel"
 #
 # gather_oob.py: torch.gather along dim 1 with an index equal to the size of
 # that dimension.

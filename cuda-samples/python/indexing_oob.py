@@ -1,4 +1,4 @@
-# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact pysite=gather_rows
+# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact pysite=gather_rows hint="an indexing kernel"
 #
 # indexing_oob.py: advanced indexing x[idx] on CUDA with an index equal to
 # len(x).

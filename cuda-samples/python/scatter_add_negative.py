@@ -1,4 +1,4 @@
-# EXPECT kernel=scatter_gather error=CUDA_ERROR_ASSERT confidence=exact pysite=accumulate
+# EXPECT kernel=scatter_gather error=CUDA_ERROR_ASSERT confidence=exact pysite=accumulate hint="index tensor's range"
 #
 # scatter_add_negative.py: Tensor.scatter_add_ with a negative index.
 #
@@ -7,6 +7,10 @@
 # (with an atomic add), which has CUDA_KERNEL_ASSERT(idx_dim >= 0 &&
 # idx_dim < index_size && "scatter_add index out of bounds") -> 710
 # (cudaErrorAssert, sticky). The launch is made from accumulate (pysite=).
+#
+# hint=: the kernel's name contains both "scatter" and "gather", and the
+# gather row comes first in src/report/hints.rs, so today the report gives
+# the gather advice; the substring is common to both rows.
 #
 # Expected: uncaught torch.AcceleratorError "device-side assert triggered",
 # exit status 1.

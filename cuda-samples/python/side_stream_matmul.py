@@ -1,4 +1,4 @@
-# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact pysite=lookup_on_side_stream
+# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact pysite=lookup_on_side_stream hint="an indexing kernel"
 # Measured on the H200 (2026-11-29): the default stream had drained when the side stream faulted, so
 # only the side stream had unfinished work and the verdict was exact (right kernel, right line).
 #

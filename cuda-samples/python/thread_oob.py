@@ -1,4 +1,4 @@
-# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact pysite=lookup
+# EXPECT kernel=index error=CUDA_ERROR_ASSERT confidence=exact pysite=lookup hint="an indexing kernel"
 #
 # thread_oob.py: the bad index is used on a Python threading.Thread (a data
 # or inference worker), the error is noticed on the main thread.

@@ -1,5 +1,4 @@
-# EXPECT kernel=scatter_blocks_kernel error=CUDA_ERROR_INVALID_ADDRESS_SPACE confidence=exact pysite=scatter_blocks
-# Measured on the H200 (2026-11-29): this store faults with CUDA_ERROR_INVALID_ADDRESS_SPACE (717).
+# EXPECT kernel=scatter_blocks_kernel error=CUDA_ERROR_ILLEGAL_ADDRESS confidence=exact pysite=scatter_blocks
 # REQUIRES: triton
 #
 # triton_oob.py: a Triton kernel (not ours to compile: Triton JIT-compiles
@@ -7,12 +6,19 @@
 # and launches with cuLaunchKernelEx) stores out of bounds without a mask.
 #
 # The kernel writes BLOCK elements per program at pid * stride; the caller
-# passes a stride of 2**28 elements (the element count of a huge tensor it
-# meant to use) while the tensor has 16 elements. Program 0 stays in bounds;
-# programs 1..3 store 1, 2 and 3 GiB past the tensor, far outside its 2 MiB
-# caching-allocator segment, into GPU virtual addresses nothing is mapped
-# at: the GPU faults with 700 (cudaErrorIllegalAddress, sticky). There is no
-# device-side bounds check (no mask=), so no assert, just the fault.
+# passes a stride computed against the wrong base address (here: one that
+# puts program 1's block at GPU address 0x10, like the C++ samples' bogus
+# pointer), while the tensor has 16 elements. Program 0 stays in bounds;
+# program 1 stores at 0x10, where nothing is ever mapped: the GPU faults
+# with 700 (cudaErrorIllegalAddress, sticky). There is no device-side bounds
+# check (no mask=), so no assert, just the fault.
+#
+# Why 0x10 and not "far past the tensor": an earlier version stored 1-3 GiB
+# past the tensor; what lies there depends on the process's GPU address
+# layout, which any extra allocation changes (cudablame's pinned marker
+# memory is one), and the H200 answered 700 in one run and 717 in another.
+# A fixed unmapped address makes the case deterministic with and without
+# cudablame (717 is covered by address_space.cu).
 #
 # The kernel name is the @triton.jit function's name, as Triton passes it
 # to cuModuleGetFunction. The launch comes from scatter_blocks (pysite=),
@@ -40,13 +46,16 @@ def scatter_blocks_kernel(out_ptr, stride, BLOCK: tl.constexpr):
 
 
 def scatter_blocks(out, stride):
-    scatter_blocks_kernel[(4,)](out, stride, BLOCK=16)
+    scatter_blocks_kernel[(2,)](out, stride, BLOCK=16)
 
 
 def main():
     out = torch.zeros(16, device="cuda")
     torch.cuda.synchronize()
-    scatter_blocks(out, 2**28)  # BUG: stride of the tensor it was meant for
+    # BUG: a stride (in elements) measured from the wrong base address; as an int64 it is passed
+    # as i64, so program 1 stores at out + 4 * stride = 0x10.
+    stride = (0x10 - out.data_ptr()) // 4
+    scatter_blocks(out, stride)
     torch.cuda.synchronize()  # the illegal address surfaces here
     print("sum:", out.sum().item())
 

@@ -147,6 +147,21 @@ __attribute__((noinline)) void launch_after(CUstream s, int n) {
     for (int i = 0; i < n; i++) launch(quick, 1, 32, s);
 }
 
+/* Twin callers: the same frame size at the same depth, so their launches enter the hook with the
+ * same registers and differ only in the return addresses on the stack (the memoized unwinds must
+ * tell them apart). The empty asm after the call keeps each frame (no tail call). */
+__attribute__((noinline)) CUresult launch_from_a(CUfunction f) {
+    CUresult rc = launch_bad_kernel(f, NULL);
+    __asm__ volatile("");
+    return rc;
+}
+
+__attribute__((noinline)) CUresult launch_from_b(CUfunction f) {
+    CUresult rc = launch_bad_kernel(f, NULL);
+    __asm__ volatile("");
+    return rc;
+}
+
 static int report_rc(const char *what, CUresult rc) {
     printf("%s=%u\n", what, rc);
     return rc == 0 ? 0 : 1;
@@ -195,6 +210,18 @@ int main(int argc, char **argv) {
         int rc = report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
         report_rc("sync_rc", p_cuCtxSynchronize(NULL)); /* a second sticky return: counted, not reported */
         return rc;
+    }
+    if (!strcmp(scenario, "same_depth")) {
+        /* #1 upload, #2..#201 quick from a and b in turn, #202 quick from a, #203 instant_oob
+         * from b (culprit): its launch stack must show b, never the memoized stack of a. */
+        for (int i = 0; i < 100; i++) {
+            check("a", launch_from_a(quick));
+            check("b", launch_from_b(quick));
+        }
+        check("a", launch_from_a(quick));
+        launch_from_b(instant_oob);
+        usleep(50000);
+        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
     }
     if (!strcmp(scenario, "next_launch")) {
         /* #1 upload, #2 instant_oob (culprit); the fault lands before the next launch, which

@@ -139,6 +139,18 @@ fn error_surfacing_at_the_next_launch() {
 }
 
 #[test]
+fn launch_stacks_of_twin_call_paths_are_not_mixed_up() {
+    // Same hook registers, different callers: the memoized unwind of one must not answer for the
+    // other (stack::memo re-reads every stack word the unwind read).
+    let r = run(&scenarios(), &["same_depth"], true, &[]);
+    assert_eq!(r.printed("sync_rc"), "700");
+    assert_culprit(&r, "instant_oob", 203, "exact");
+    let f = r.culprit_functions();
+    assert!(f.iter().any(|n| n == "launch_from_b"), "{f:?}");
+    assert!(!f.iter().any(|n| n == "launch_from_a"), "{f:?}");
+}
+
+#[test]
 fn fault_on_a_side_stream_reported_by_another_streams_sync() {
     let r = run(&scenarios(), &["side_stream"], true, &[]);
     assert_eq!(r.printed("sync_rc"), "700");

@@ -13,8 +13,12 @@ macro_rules! export_one {
         #[doc = concat!("Hooked `", stringify!($v), "` (see `cuda.h`); returns exactly what the real one returns.")]
         #[no_mangle]
         pub unsafe extern "C" fn $v($($p: $t),*) -> CUresult {
+            // Passed by reference, which also keeps this frame alive (no tail call) while the
+            // hook unwinds from it.
+            let entry = crate::stack::EntryRegs::here();
             super::hook(
                 EntryPoint::$v,
+                &entry,
                 || crate::record::Call::$ctor($($a),*),
                 |real: usize| {
                     // SAFETY: `real` is the driver's function of this exact name and signature.

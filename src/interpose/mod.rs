@@ -36,6 +36,7 @@ thread_local! {
 #[inline]
 pub fn hook(
     ep: EntryPoint,
+    entry: &crate::stack::EntryRegs,
     describe: impl FnOnce() -> Call,
     call_real: impl FnOnce(usize) -> CUresult,
 ) -> CUresult {
@@ -63,11 +64,11 @@ pub fn hook(
         return real_call();
     };
     let (rc, unrecorded) = match call {
-        Call::Enqueue(launch) => record::enqueue(ep, launch, real_call),
+        Call::Enqueue(launch) => record::enqueue(ep, launch, entry, real_call),
         _ => {
             let mark = crate::guarded(|| record::before(ep, &call)).flatten();
             let rc = real_call();
-            crate::guarded(|| record::after(ep, &call, mark, rc));
+            crate::guarded(|| record::after(ep, &call, mark, rc, entry));
             (rc, None)
         }
     };

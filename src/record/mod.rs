@@ -7,6 +7,7 @@
 //! unlock. The lock spans the real call so that sequence numbers follow the order in which ops
 //! enter the stream even when several threads launch onto one stream.
 
+pub mod cost;
 pub mod graphs;
 pub mod names;
 pub mod streams;
@@ -15,7 +16,7 @@ use crate::config::{self, StackMode};
 use crate::cuda::entry_points::EntryPoint;
 use crate::cuda::*;
 use crate::real;
-use crate::stack::NativeStack;
+use crate::stack::{EntryRegs, NativeStack};
 use std::ffi::c_uint;
 use std::sync::atomic::{AtomicUsize, Ordering};
 pub use streams::{StreamId, StreamState, StreamView};
@@ -303,17 +304,21 @@ pub fn thread_id() -> u32 {
 pub fn enqueue(
     ep: EntryPoint,
     launch: Launch,
+    entry: &EntryRegs,
     real_call: impl FnOnce() -> CUresult,
 ) -> (CUresult, Option<OpRecord>) {
     let Some(driver) = real::driver() else {
         return (real_call(), None);
     };
-    let prepared = crate::guarded(|| prepare(driver, ep, launch));
+    let entered = cost::start();
+    let prepared = crate::guarded(|| prepare(driver, ep, launch, entry));
     let Some((state, mut op)) = prepared else {
         return (real_call(), None);
     };
     let mut ops = state.ops.lock();
+    let called = cost::start();
     let rc = real_call();
+    cost::add(cost::Phase::RealCall, called);
     if rc != CUDA_SUCCESS {
         drop(ops);
         return (rc, Some(op));
@@ -326,17 +331,24 @@ pub fn enqueue(
         }
         op.seq = ops.push(op, config::get().ring);
         state.issued.store(op.seq, Ordering::Release);
+        let marking = cost::start();
         if state.write_marker(driver, op.seq) {
             ops.mark_newest();
         }
+        cost::add(cost::Phase::Marker, marking);
     });
+    drop(ops);
+    cost::add(cost::Phase::Total, entered);
+    cost::op(op.stack.ips().len(), op.python.len());
     (rc, None)
 }
 
-/// The native stack a record carries under the configured `CUDABLAME_STACK` mode.
-fn launch_stack(cfg: &config::Config, now_ns: u64) -> NativeStack {
+/// The native stack a record carries under the configured `CUDABLAME_STACK` mode, from the
+/// program's call into the hooked entry point (`entry`) outwards. `hint`: see
+/// [`NativeStack::capture`].
+fn launch_stack(cfg: &config::Config, now_ns: u64, entry: &EntryRegs, hint: u64) -> NativeStack {
     match cfg.stack {
-        StackMode::Native => NativeStack::capture(cfg.stack_depth, now_ns),
+        StackMode::Native => NativeStack::capture(cfg.stack_depth, now_ns, Some(entry), hint),
         StackMode::Off => NativeStack::EMPTY,
     }
 }
@@ -345,11 +357,17 @@ fn prepare(
     driver: &'static real::Driver,
     ep: EntryPoint,
     launch: Launch,
+    entry: &EntryRegs,
 ) -> (std::sync::Arc<StreamState>, OpRecord) {
     let cfg = config::get();
     crate::safety::test_panic(crate::safety::PanicPoint::Record);
     let time_ns = now_ns();
-    let stack = launch_stack(cfg, time_ns);
+    let pythoning = cost::start();
+    let python = crate::stack::python::PythonStack::capture_configured();
+    cost::add(cost::Phase::Python, pythoning);
+    let stacking = cost::start();
+    let stack = launch_stack(cfg, time_ns, entry, python.innermost_key());
+    cost::add(cost::Phase::Stack, stacking);
     let thread = thread_id();
     if launch.kind == OpKind::Kernel {
         names::note(driver, launch.handle);
@@ -369,15 +387,15 @@ fn prepare(
         synchronous: false,
         marked: false,
         stack,
-        python: crate::stack::python::PythonStack::capture_configured(),
+        python,
     };
     (state, op)
 }
 
 /// Records a synchronous copy or memset that succeeded, as a completed op of its stream.
-fn record_synchronous(ep: EntryPoint, launch: Launch) {
+fn record_synchronous(ep: EntryPoint, launch: Launch, entry: &EntryRegs) {
     let Some(driver) = real::driver() else { return };
-    let (state, mut op) = prepare(driver, ep, launch);
+    let (state, mut op) = prepare(driver, ep, launch, entry);
     op.synchronous = true;
     let mut ops = state.ops.lock();
     op.seq = ops.push(op, config::get().ring);
@@ -423,7 +441,7 @@ pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
 
 /// After a non-enqueueing call: a successful synchronization proves every op it covered completed;
 /// capture begin/end and stream destruction keep the tables right.
-pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult) {
+pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, entry: &EntryRegs) {
     if rc == CUDA_SUCCESS {
         if let Some(SyncMark(list)) = mark {
             for (s, n) in list {
@@ -432,7 +450,7 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult) 
         }
     }
     match *call {
-        Call::Synchronous(launch) if rc == CUDA_SUCCESS => record_synchronous(ep, launch),
+        Call::Synchronous(launch) if rc == CUDA_SUCCESS => record_synchronous(ep, launch, entry),
         // SAFETY: on success the driver wrote a handle through `out`; `name` is the program's
         // NUL-terminated kernel name.
         Call::NameHandle { out, name } if rc == CUDA_SUCCESS && out != 0 && name != 0 => unsafe {
@@ -454,7 +472,7 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult) 
                 let thread = thread_id();
                 let id = StreamId::resolve(stream, ep.per_thread_default(), thread);
                 let now = now_ns();
-                let stack = launch_stack(config::get(), now);
+                let stack = launch_stack(config::get(), now, entry, 0);
                 graphs::begin(driver.current_context(), id, stack, thread, now);
             }
         }

@@ -9,6 +9,39 @@ use std::ffi::{c_void, CStr};
 const OWN_FRAMES_ALLOWANCE: usize = 8;
 const CAPACITY: usize = MAX_STACK_DEPTH + OWN_FRAMES_ALLOWANCE;
 
+/// The registers an unwind starts from, read at one instruction of the exported entry point the
+/// program called (`interpose::exports`), before any of cudablame's own frames exist: unwinding
+/// from there costs one own frame instead of the half dozen of the hook's call chain. Valid while
+/// that entry point's frame is live (the hook runs inside it; the frame's saved registers and
+/// return address, at or above `rsp`, do not change meanwhile). All zero where not supported.
+#[derive(Clone, Copy, Default)]
+pub struct EntryRegs {
+    /// An instruction address inside the entry point (the lookup address of frame 0).
+    pub rip: u64,
+    pub rsp: u64,
+    pub rbp: u64,
+}
+
+impl EntryRegs {
+    /// The registers at this point of the caller (always inlined into it).
+    #[inline(always)]
+    pub fn here() -> EntryRegs {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let (rip, rsp, rbp): (u64, u64, u64);
+            // SAFETY: reads three registers; no memory access, no stack change.
+            unsafe {
+                std::arch::asm!("lea {0}, [rip]", "mov {1}, rsp", "mov {2}, rbp",
+                    out(reg) rip, out(reg) rsp, out(reg) rbp,
+                    options(nomem, nostack, preserves_flags));
+            }
+            EntryRegs { rip, rsp, rbp }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        EntryRegs::default()
+    }
+}
+
 /// Return addresses of one thread's stack, innermost first. Plain data (`Copy`), no allocation.
 #[derive(Clone, Copy)]
 pub struct NativeStack {
@@ -25,20 +58,25 @@ impl NativeStack {
 
     /// Captures up to `depth` frames of the calling thread below cudablame's own frames, with
     /// the configured unwinder (`CUDABLAME_UNWINDER`): framehop with cached rules (default on
-    /// x86-64, see [`unwind`]) or the system unwinder. No symbolization, no allocation once warm.
-    /// `now_ns` is a clock reading the caller already has (paces the module-list checks).
+    /// x86-64, see [`unwind`]), starting at `entry` when given, or the system unwinder from here.
+    /// No symbolization, no allocation once warm. `now_ns` is a clock reading the caller already
+    /// has (paces the module-list checks); `hint` tells launch sites apart for the memoized
+    /// unwinds ([`memo`]; 0 if none).
     #[inline(never)]
-    pub fn capture(depth: usize, now_ns: u64) -> NativeStack {
+    pub fn capture(depth: usize, now_ns: u64, entry: Option<&EntryRegs>, hint: u64) -> NativeStack {
         let want = (depth + OWN_FRAMES_ALLOWANCE).min(CAPACITY);
         #[cfg(target_arch = "x86_64")]
         if crate::config::get().unwinder == crate::config::Unwinder::Framehop {
             let mut s = NativeStack::EMPTY;
-            s.len = unwind::capture(&mut s.ips[..want], now_ns) as u8;
+            let start = entry.filter(|e| e.rsp != 0);
+            // From the entry point only its own frame is cudablame's.
+            let want = start.map_or(want, |_| (depth + 1).min(CAPACITY));
+            s.len = unwind::capture(&mut s.ips[..want], now_ns, start, hint) as u8;
             if s.len > 0 {
                 return s;
             }
         }
-        let _ = now_ns;
+        let _ = (now_ns, entry, hint);
         Self::capture_libgcc(want)
     }
 
@@ -65,6 +103,7 @@ impl NativeStack {
 
 pub use crate::report::model::Frame;
 
+pub mod memo;
 #[cfg(target_arch = "x86_64")]
 pub mod python;
 pub mod unwind;
@@ -154,7 +193,7 @@ mod tests {
 
     #[inline(never)]
     fn capture_here() -> NativeStack {
-        let s = NativeStack::capture(16, 0);
+        let s = NativeStack::capture(16, 0, None, 0);
         std::hint::black_box(&s); // keeps this frame: the capture is not a tail call
         s
     }

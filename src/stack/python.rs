@@ -519,13 +519,25 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What identifies a code object beyond its address: fields that a different code object at the
 /// same address would almost certainly not share all of.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 struct Fingerprint {
     firstlineno: i32,
     filename: usize,
     name: usize,
     qualname: usize,
     linetable: usize,
+}
+
+/// A thread's most recently seen code objects (address, fingerprint, entry index, flags), direct
+/// mapped: the hot path's answer without the process-wide table, whose lines a large program
+/// keeps evicting from the CPU caches. A slot answers only for the same address and fingerprint,
+/// exactly what the table would check.
+type RecentCode = [(usize, Fingerprint, u32, u8); RECENT];
+const RECENT: usize = 256;
+
+thread_local! {
+    static RECENT_CODE: std::cell::RefCell<RecentCode> =
+        std::cell::RefCell::new([(0, Fingerprint::default(), 0, 0); RECENT]);
 }
 
 /// Flags of an entry, decided once from its file and name.
@@ -596,8 +608,7 @@ impl Runtime {
     /// The entry of a live code object, interned on first sight; `None` when the table is full
     /// or the object unreadable.
     #[inline]
-    unsafe fn intern(&self, code: usize) -> Option<&'static Entry> {
-        let fp = self.fingerprint(code);
+    unsafe fn intern(&self, code: usize, fp: Fingerprint) -> Option<&'static Entry> {
         let t = table();
         let mut i = slot_of(code);
         for _ in 0..SLOTS {
@@ -834,14 +845,23 @@ impl PythonStack {
     pub fn capture(depth: usize) -> PythonStack {
         let mut s = PythonStack::EMPTY;
         let Some(rt) = runtime() else { return s };
-        // SAFETY: PyGILState_GetThisThreadState reads this thread's TSS slot; the frames walked
-        // are this thread's own (see `walk`).
-        let backward = unsafe {
-            let ts = (rt.this_thread_state)() as usize;
-            ts != 0
-                && rt.is_finalizing.is_none_or(|f| f() == 0)
-                && rt.walk(ts, depth.min(MAX_PYTHON_DEPTH), &mut s)
-        };
+        let backward = RECENT_CODE
+            .try_with(|recent| {
+                // SAFETY: PyGILState_GetThisThreadState reads this thread's TSS slot; the frames
+                // walked are this thread's own (see `walk`).
+                unsafe {
+                    let ts = (rt.this_thread_state)() as usize;
+                    ts != 0
+                        && rt.is_finalizing.is_none_or(|f| f() == 0)
+                        && rt.walk(
+                            ts,
+                            depth.min(MAX_PYTHON_DEPTH),
+                            &mut s,
+                            &mut recent.borrow_mut(),
+                        )
+                }
+            })
+            .unwrap_or(false);
         if is_autograd_worker() {
             if !backward {
                 s.borrowed = BACKWARD_GEN.load(Ordering::Acquire);
@@ -855,6 +875,16 @@ impl PythonStack {
     /// Frames captured (own frames, not the borrowed ones).
     pub fn len(&self) -> usize {
         self.len as usize
+    }
+
+    /// A number for the innermost frame (code object and instruction offset), 0 without one:
+    /// tells launch sites apart for the native unwinder's memo (`stack::memo`).
+    pub fn innermost_key(&self) -> u64 {
+        if self.len == 0 {
+            return 0;
+        }
+        let f = self.frames[0];
+        ((f.entry as u64) << 32) | (f.offset as u32 as u64)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -908,7 +938,13 @@ impl Runtime {
     /// Safety: `ts` is the calling thread's own thread state. Its frames cannot change while this
     /// thread is in the hook, and each frame keeps its code object alive.
     #[inline(always)]
-    unsafe fn walk(&self, ts: usize, depth: usize, s: &mut PythonStack) -> bool {
+    unsafe fn walk(
+        &self,
+        ts: usize,
+        depth: usize,
+        s: &mut PythonStack,
+        recent: &mut RecentCode,
+    ) -> bool {
         let l = &self.layout;
         if rd::<usize>(ts + l.ts_thread_id) != libc::pthread_self() as usize {
             LAYOUT_MISMATCH.store(true, Ordering::Relaxed);
@@ -960,13 +996,20 @@ impl Runtime {
                     }
                 }
             };
-            let entry = match self.intern(code) {
-                Some(e) => {
-                    backward |= e.flags & FLAG_BACKWARD_ENTRY != 0;
-                    e.index
+            let fp = self.fingerprint(code);
+            let slot = &mut recent[(code >> 4) % RECENT];
+            let (entry, flags) = if slot.0 == code && slot.1 == fp {
+                (slot.2, slot.3)
+            } else {
+                match self.intern(code, fp) {
+                    Some(e) => {
+                        *slot = (code, fp, e.index, e.flags);
+                        (e.index, e.flags)
+                    }
+                    None => (UNKNOWN, 0),
                 }
-                None => UNKNOWN,
             };
+            backward |= flags & FLAG_BACKWARD_ENTRY != 0;
             s.frames[s.len as usize] = FrameRef { entry, offset };
             s.len += 1;
             f = next;

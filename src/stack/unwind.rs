@@ -13,6 +13,7 @@
 //! calling thread's stack (`pthread_getattr_np`), so a wrong rule can stop the walk early but never
 //! read outside the stack.
 
+use super::memo;
 use crate::safety::Resettable;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, MustNotAllocateDuringUnwind, Unwinder};
@@ -46,7 +47,11 @@ struct Modules {
     unwinder: Native,
     /// `(dlpi_adds, dlpi_subs)` when the list was built.
     counters: (u64, u64),
+    /// Which build of the list this is (from 1): memoized unwinds of another one are stale.
+    version: u64,
 }
+
+static VERSIONS: AtomicU64 = AtomicU64::new(0);
 
 /// Resettable: a forked child drops it without taking its lock (another parent thread may have
 /// been unwinding at fork time), see `safety::Resettable`.
@@ -61,8 +66,15 @@ const CACHES: usize = 64;
 
 type Cache = CacheX86_64<MustNotAllocateDuringUnwind>;
 
+/// A thread's unwinding state: framehop's rule caches and the memoized unwinds.
+#[derive(Default)]
+struct ThreadUnwind {
+    caches: Vec<Cache>,
+    memo: memo::Table,
+}
+
 thread_local! {
-    static CACHE: RefCell<Vec<Cache>> = const { RefCell::new(Vec::new()) };
+    static THREAD: RefCell<ThreadUnwind> = RefCell::new(ThreadUnwind::default());
     /// `(low, high)` bounds of this thread's stack, 0 until read.
     static STACK: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
@@ -195,6 +207,7 @@ fn scan() -> Modules {
     Modules {
         unwinder: acc.unwinder,
         counters,
+        version: VERSIONS.fetch_add(1, Ordering::Relaxed) + 1,
     }
 }
 
@@ -220,56 +233,99 @@ fn refresh(now_ns: u64) {
     *MODULES.get().write() = Some(fresh);
 }
 
-/// Return addresses of the calling thread, innermost first, into `out`; returns how many.
+/// Return addresses of the calling thread, innermost first, into `out`; returns how many. Starts
+/// at `from` (registers read in a frame of this thread that is still live), else here.
 /// `now_ns` (any monotonic-enough clock the caller already read) paces module-list checks.
+/// `hint` (any number that tends to differ between launch sites, 0 if none) spreads the
+/// memoized unwinds (see [`memo`]); results never depend on it.
 #[inline(never)]
-pub fn capture(out: &mut [usize], now_ns: u64) -> usize {
+pub fn capture(
+    out: &mut [usize],
+    now_ns: u64,
+    from: Option<&super::EntryRegs>,
+    hint: u64,
+) -> usize {
     refresh(now_ns);
-    let (rip, rsp, rbp): (u64, u64, u64);
-    // SAFETY: reads three registers; no memory access, no stack change.
-    unsafe {
-        std::arch::asm!("lea {0}, [rip]", "mov {1}, rsp", "mov {2}, rbp", out(reg) rip, out(reg) rsp, out(reg) rbp,
-            options(nomem, nostack, preserves_flags));
-    }
-    let (lo, hi) = stack_bounds();
+    let start = from.copied().unwrap_or_else(super::EntryRegs::here);
+    let bounds = stack_bounds();
+    let guard = MODULES.get().read();
+    let Some(modules) = guard.as_ref() else {
+        return 0;
+    };
+    THREAD.with(|t| {
+        let t = &mut *t.borrow_mut();
+        let key = memo::Key {
+            regs: start,
+            version: modules.version,
+            frames: out.len(),
+            hint,
+        };
+        if let Some(n) = t.memo.find(&key, out) {
+            crate::record::cost::stack_memo(true);
+            return n;
+        }
+        crate::record::cost::stack_memo(false);
+        if t.caches.is_empty() {
+            t.caches.extend((0..CACHES).map(|_| Cache::new_in()));
+        }
+        let mut reads = memo::Reads::default();
+        let n = unwind(modules, &mut t.caches, start, bounds, out, &mut reads);
+        if reads.complete() && memo::Table::fits(out.len()) {
+            t.memo.store(&key, &out[..n], &reads);
+        }
+        n
+    })
+}
+
+/// One framehop unwind from `start` into `out`, logging every stack read into `reads`.
+fn unwind(
+    modules: &Modules,
+    caches: &mut [Cache],
+    start: super::EntryRegs,
+    (lo, hi): (u64, u64),
+    out: &mut [usize],
+    reads: &mut memo::Reads,
+) -> usize {
     let mut read_stack = |addr: u64| -> Result<u64, ()> {
         if addr < lo || addr.saturating_add(8) > hi || !addr.is_multiple_of(8) {
             return Err(());
         }
         // SAFETY: within this thread's own stack, 8-byte aligned.
-        Ok(unsafe { std::ptr::read_volatile(addr as *const u64) })
+        let value = unsafe { std::ptr::read_volatile(addr as *const u64) };
+        reads.push(addr, value);
+        Ok(value)
     };
-    let guard = MODULES.get().read();
-    let Some(modules) = guard.as_ref() else {
-        return 0;
-    };
-    CACHE.with(|c| {
-        let mut caches = c.borrow_mut();
-        if caches.is_empty() {
-            caches.extend((0..CACHES).map(|_| Cache::new_in()));
+    let mut regs = UnwindRegsX86_64::new(start.rip, start.rsp, start.rbp);
+    let mut frame = FrameAddress::from_instruction_pointer(start.rip);
+    let mut n = 0;
+    let counting = crate::record::cost::enabled();
+    let (mut hits, mut lookups) = (0, 0);
+    while n < out.len() {
+        out[n] = frame.address() as usize;
+        n += 1;
+        let key = frame.address_for_lookup();
+        let cache =
+            &mut caches[(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % caches.len()];
+        let hits_before = if counting { cache.stats().hit_count } else { 0 };
+        let step = modules
+            .unwinder
+            .unwind_frame(frame, &mut regs, cache, &mut read_stack);
+        if counting {
+            hits += cache.stats().hit_count - hits_before;
+            lookups += 1;
         }
-        let mut regs = UnwindRegsX86_64::new(rip, rsp, rbp);
-        let mut frame = FrameAddress::from_instruction_pointer(rip);
-        let mut n = 0;
-        while n < out.len() {
-            out[n] = frame.address() as usize;
-            n += 1;
-            let key = frame.address_for_lookup();
-            let cache =
-                &mut caches[(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % CACHES];
-            match modules
-                .unwinder
-                .unwind_frame(frame, &mut regs, cache, &mut read_stack)
-            {
-                Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
-                    Some(f) => frame = f,
-                    None => break,
-                },
-                _ => break,
-            }
+        match step {
+            Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
+                Some(f) => frame = f,
+                None => break,
+            },
+            _ => break,
         }
-        n
-    })
+    }
+    if counting {
+        crate::record::cost::rule_lookups(hits, lookups - hits);
+    }
+    n
 }
 
 /// Forgets the module list (a forked child): rebuilt on the next capture. Takes no lock.

@@ -1,0 +1,142 @@
+//! What recording costs, phase by phase (`CUDABLAME_STATS=on`): host nanoseconds spent per
+//! recorded op in native stack capture, Python frames, the real call, the progress marker and the
+//! rest of cudablame's bookkeeping, summed over all threads and printed as one line on stderr when
+//! the process exits. Off by default: then every function here is one relaxed load of the
+//! configuration and nothing else.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+
+/// A timed part of recording one op.
+#[derive(Clone, Copy)]
+pub enum Phase {
+    /// Native stack capture (`stack::NativeStack::capture`).
+    Stack,
+    /// Python frames (`stack::python::PythonStack::capture`).
+    Python,
+    /// The real driver call (the launch, copy or memset itself).
+    RealCall,
+    /// `cuStreamWriteValue64` of the progress marker.
+    Marker,
+    /// The whole hook, from entry to return.
+    Total,
+}
+
+const PHASES: usize = 5;
+static NS: [AtomicU64; PHASES] = [const { AtomicU64::new(0) }; PHASES];
+static OPS: AtomicU64 = AtomicU64::new(0);
+static NATIVE_FRAMES: AtomicU64 = AtomicU64::new(0);
+static PYTHON_FRAMES: AtomicU64 = AtomicU64::new(0);
+static RULE_HITS: AtomicU64 = AtomicU64::new(0);
+static RULE_MISSES: AtomicU64 = AtomicU64::new(0);
+static MEMO_HITS: AtomicU64 = AtomicU64::new(0);
+static MEMO_MISSES: AtomicU64 = AtomicU64::new(0);
+static AT_EXIT: Once = Once::new();
+
+/// Whether costs are being measured.
+#[inline]
+pub fn enabled() -> bool {
+    crate::config::get().stats
+}
+
+/// A monotonic clock reading in ns when measuring, else 0 (no clock read).
+#[inline]
+pub fn start() -> u64 {
+    if enabled() {
+        monotonic_ns()
+    } else {
+        0
+    }
+}
+
+/// Adds the time since `started` (a [`start`] reading) to `phase`.
+#[inline]
+pub fn add(phase: Phase, started: u64) {
+    if started != 0 {
+        NS[phase as usize].fetch_add(monotonic_ns().saturating_sub(started), Ordering::Relaxed);
+    }
+}
+
+/// Counts one recorded op with its captured frame counts (native, Python).
+#[inline]
+pub fn op(native_frames: usize, python_frames: usize) {
+    if enabled() {
+        AT_EXIT.call_once(|| {
+            // SAFETY: registers a plain extern "C" function with no arguments.
+            unsafe { libc::atexit(print_at_exit) };
+        });
+        OPS.fetch_add(1, Ordering::Relaxed);
+        NATIVE_FRAMES.fetch_add(native_frames as u64, Ordering::Relaxed);
+        PYTHON_FRAMES.fetch_add(python_frames as u64, Ordering::Relaxed);
+    }
+}
+
+/// Counts one native stack capture: answered from a memoized unwind (`hit`) or unwound.
+#[inline]
+pub fn stack_memo(hit: bool) {
+    if enabled() {
+        if hit { &MEMO_HITS } else { &MEMO_MISSES }.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Counts unwind-rule cache lookups of the native unwinder (hits, misses).
+#[inline]
+pub fn rule_lookups(hits: u64, misses: u64) {
+    RULE_HITS.fetch_add(hits, Ordering::Relaxed);
+    RULE_MISSES.fetch_add(misses, Ordering::Relaxed);
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The stats line: mean ns per recorded op of each phase.
+pub fn line() -> String {
+    let ops = OPS.load(Ordering::Relaxed).max(1);
+    let ns = |p: Phase| NS[p as usize].load(Ordering::Relaxed) / ops;
+    let (stack, python, real, marker, total) = (
+        ns(Phase::Stack),
+        ns(Phase::Python),
+        ns(Phase::RealCall),
+        ns(Phase::Marker),
+        ns(Phase::Total),
+    );
+    let other = total.saturating_sub(stack + python + real + marker);
+    let per = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / ops as f64;
+    let (hits, misses) = (
+        RULE_HITS.load(Ordering::Relaxed),
+        RULE_MISSES.load(Ordering::Relaxed),
+    );
+    let pct = |hits: u64, misses: u64| {
+        if hits + misses == 0 {
+            100.0
+        } else {
+            100.0 * hits as f64 / (hits + misses) as f64
+        }
+    };
+    let hit_pct = pct(hits, misses);
+    let memo_pct = pct(
+        MEMO_HITS.load(Ordering::Relaxed),
+        MEMO_MISSES.load(Ordering::Relaxed),
+    );
+    format!(
+        "cudablame stats: {} recorded ops; mean ns per op: total {total} = real call {real} + \
+         cudablame {} (native stack {stack} for {:.1} frames, memoized {memo_pct:.1}%, unwind-rule cache \
+         {hit_pct:.1}% hits; \
+         python {python} for {:.1} frames; marker {marker}; other {other})",
+        OPS.load(Ordering::Relaxed),
+        total.saturating_sub(real),
+        per(&NATIVE_FRAMES),
+        per(&PYTHON_FRAMES),
+    )
+}
+
+extern "C" fn print_at_exit() {
+    let _ = std::panic::catch_unwind(|| crate::safety::say(&line()));
+}
