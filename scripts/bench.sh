@@ -43,10 +43,10 @@ cd "$(dirname "$0")/.." || exit 2
 
 LIB=${CUDABLAME_LIB:-$PWD/.gpu/libcudablame.so}
 N=${BENCH_N:-100000}
-REPS=${BENCH_REPS:-5}
+REPS=${BENCH_REPS:-7}
 MODES=${BENCH_MODES:-host}
-TRAIN_REPS=${BENCH_TRAIN_REPS:-3}
-STEPS=${BENCH_STEPS:-20}
+TRAIN_REPS=${BENCH_TRAIN_REPS:-7}
+STEPS=${BENCH_STEPS:-100}
 PROBE_N=${BENCH_PROBE_N:-25600}
 MEM_N=${BENCH_MEM_N:-5000000}
 SAN_STEPS=${BENCH_SAN_STEPS:-3}
@@ -113,6 +113,12 @@ value() { grep -oE "(^|[^A-Za-z0-9_])$1=-?[0-9.]+" <<<"$2" | head -1 | sed 's/.*
 # each configuration once per round, round r starting at configuration r; run i of round r leaves
 # its output in OUT_OF[i,r].
 declare -A OUT_OF
+# The medians of the last table, by configuration index; and the goal lines printed at the end.
+declare -A TABLE_MED
+GOALS=()
+goal() { GOALS+=("$1"); }
+# pct A B: B's difference to A in percent.
+pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%+.1f%%", 100 * (b - a) / a; else print "?" }'; }
 measure() {
   local -n cfgs=$1
   local rounds=$2 n r k i
@@ -160,6 +166,7 @@ table() {
       END { m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
             printf "%.3f %.3f %.3f", m, a[1], a[NR] }')
     read -r med _ _ <<<"$stats"
+    TABLE_MED[$i]=$med
     ((i == 0)) && base=$med
     # shellcheck disable=SC2086  # stats is the three numbers median, min, max
     printf '%-52s %9.3f %9.3f %9.3f  %s%s\n' "${cfgs[i]%%|*}" $stats \
@@ -213,7 +220,6 @@ launch_configs=(
   "markers on, stack off|$S CUDABLAME_STACK=off"
   "markers off, native stack|$S CUDABLAME_MARKERS=off"
   "markers off, stack off (ring only)|$S CUDABLAME_MARKERS=off CUDABLAME_STACK=off"
-  "default with CUDABLAME_STACK_DEPTH=8|$S CUDABLAME_STACK_DEPTH=8"
   "CUDA_LAUNCH_BLOCKING=1|CUDA_LAUNCH_BLOCKING=1"
 )
 if wants launch && loop_built; then
@@ -221,9 +227,13 @@ if wants launch && loop_built; then
   part_start launch
   for mode in $MODES; do
     measure launch_configs "$REPS" "$BIN" "$N" "$mode"
+    TABLE_MED=()
     table launch_configs "$REPS" launch_us us \
       "launch loop, $mode mode: host us per empty-kernel launch, $N launches, $REPS rounds" \
       "$([[ $mode == host ]] && echo overruns)"
+    [[ -n ${TABLE_MED[0]-} && -n ${TABLE_MED[1]-} ]] && goal "launch loop ($mode): default adds \
+$(awk -v a="${TABLE_MED[0]}" -v b="${TABLE_MED[1]}" 'BEGIN { printf "%+.2f", b - a }') us per launch \
+(median of $REPS rounds; goal 2: at most +1.0)"
   done
   echo "(overruns: 256-launch batches that outlasted the ~2 ms spin kernel; they may include GPU waits)"
   part_end launch
@@ -236,6 +246,8 @@ if wants probe && loop_built; then
   echo "host us per call, stream blocked by a spin kernel, no shim, $PROBE_N calls per item;"
   echo "value = median of 128-call batch means; added = minus launch alone:"
   run_one "" "$BIN" "$PROBE_N" probe
+  echo "the same on the legacy default stream (where PyTorch launches):"
+  run_one "" "$BIN" "$PROBE_N" probe-legacy
   part_end probe
 fi
 
@@ -245,10 +257,10 @@ SIZES=gpt,tiny
 train_configs=(
   "no shim|BENCH_COUNT_LAUNCHES=1"
   "cudablame default (markers, native + Python stacks)|$S"
-  "CUDA_LAUNCH_BLOCKING=1|CUDA_LAUNCH_BLOCKING=1"
 )
 if [[ ${BENCH_TRAIN_FULL:-0} == 1 ]]; then
   train_configs+=(
+    "CUDA_LAUNCH_BLOCKING=1|CUDA_LAUNCH_BLOCKING=1"
     "cudablame CUDABLAME_STACK=off|$S CUDABLAME_STACK=off"
     "cudablame CUDABLAME_PYTHON=off|$S CUDABLAME_PYTHON=off"
     "cudablame CUDABLAME_MARKERS=off|$S CUDABLAME_MARKERS=off"
@@ -261,8 +273,12 @@ if wants train; then
   measure train_configs "$TRAIN_REPS" "$PYTHON" cuda-samples/bench/train_step.py \
     --size "$SIZES" --steps "$STEPS"
   for size in ${SIZES//,/ }; do
+    TABLE_MED=()
     table train_configs "$TRAIN_REPS" "${size}_step_ms" ms \
       "training step ($size): ms per step (median of $STEPS steps per run), $TRAIN_REPS rounds"
+    [[ -n ${TABLE_MED[0]-} && -n ${TABLE_MED[1]-} ]] && goal "training step ($size): \
+${TABLE_MED[0]} ms without, ${TABLE_MED[1]} ms with cudablame: $(pct "${TABLE_MED[0]}" "${TABLE_MED[1]}") \
+(medians of $TRAIN_REPS interleaved rounds x $STEPS steps; goal 1: at most +3%)"
     echo "kernel launches per step (profiler, no shim): $(value "${size}_launches_per_step" "${OUT_OF[0,0]-}")"
   done
   GPT_NO_SHIM_MS=$(for ((r = 0; r < TRAIN_REPS; r++)); do value gpt_step_ms "${OUT_OF[0,$r]-}"; done |
@@ -290,12 +306,14 @@ if wants memory && loop_built; then
   a1=$(value rss_1m_kb "${OUT_OF[0,0]-}") b1=$(value rss_1m_kb "${OUT_OF[1,0]-}")
   ae=$(value rss_end_kb "${OUT_OF[0,0]-}") be=$(value rss_end_kb "${OUT_OF[1,0]-}")
   if [[ -n $a1 && -n $b1 && -n $ae && -n $be ]]; then
-    awk -v a1="$a1" -v b1="$b1" -v ae="$ae" -v be="$be" -v n="$MEM_N" 'BEGIN {
+    mem_line=$(awk -v a1="$a1" -v b1="$b1" -v ae="$ae" -v be="$be" -v n="$MEM_N" 'BEGIN {
       g = (be - b1) - (ae - a1)
       printf "added by cudablame: %.1f MB at 1M launches, %.1f MB at %d; growth from 1M to the end" \
         " %.1f MB with, %.1f MB without: %s\n", (b1 - a1) / 1024, (be - ae) / 1024, n,
         (be - b1) / 1024, (ae - a1) / 1024, g < 1024 ? "flat" : "GROWS"
-    }'
+    }')
+    echo "$mem_line"
+    goal "memory: $mem_line (goal 3: at most 32 MiB, flat)"
   fi
   part_end memory
 fi
@@ -346,8 +364,11 @@ if wants stats; then
     run_one "$S CUDABLAME_STATS=on" "$BIN" "$N" host | grep -o 'cudablame stats:.*' || echo none
   fi
   echo "CUDABLAME_STATS=on, GPT training step ($STEPS steps + 5 warm-up):"
-  run_one "$S CUDABLAME_STATS=on" "$PYTHON" cuda-samples/bench/train_step.py --size gpt \
-    --steps "$STEPS" | grep -o 'cudablame stats:.*' || echo none
+  line=$(run_one "$S CUDABLAME_STATS=on" "$PYTHON" cuda-samples/bench/train_step.py --size gpt \
+    --steps "$STEPS" | grep -o 'cudablame stats:.*' || echo none)
+  echo "$line"
+  own=$(sed -nE 's/.* \+ cudablame ([0-9]+) .*/\1/p' <<<"$line")
+  [[ -n $own ]] && goal "GPT step: cudablame's own host time $own ns per recorded op (CUDABLAME_STATS; goal 1: at most 1,000)"
   part_end stats
 fi
 
@@ -379,4 +400,8 @@ if wants sanitizer; then
   part_end sanitizer
 fi
 
+if ((${#GOALS[@]})); then
+  printf '\n==== goals (issue 13)\n'
+  printf '%s\n' "${GOALS[@]}"
+fi
 printf '\ntotal: %d s\n' $((SECONDS - T0))

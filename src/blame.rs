@@ -172,7 +172,7 @@ mod tests {
     use super::*;
     use crate::cuda::entry_points::EntryPoint;
     use crate::record::{Launch, StreamId};
-    use crate::stack::NativeStack;
+    use crate::stack::StackRef;
 
     fn op(seq: u64, kind: OpKind, time_ns: u64) -> OpRecord {
         OpRecord {
@@ -194,7 +194,7 @@ mod tests {
             time_ns,
             synchronous: false,
             marked: true,
-            stack: NativeStack::EMPTY,
+            stack: StackRef::None,
             python: crate::stack::python::PythonStack::EMPTY,
         }
     }

@@ -9,17 +9,9 @@ use std::sync::OnceLock;
 pub enum StackMode {
     /// No stack capture (cheapest).
     Off,
-    /// Native instruction pointers, symbolized when a report is written.
+    /// Native frames: a copy of the stack's top per launch, unwound and symbolized when a
+    /// report is written (`stack::copy`).
     Native,
-}
-
-/// Which unwinder captures native launch stacks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unwinder {
-    /// framehop with per-thread cached unwind rules (x86-64; default).
-    Framehop,
-    /// The system unwinder, `_Unwind_Backtrace` (slower; the fallback elsewhere).
-    Libgcc,
 }
 
 /// The parsed configuration.
@@ -38,8 +30,10 @@ pub struct Config {
     /// `CUDABLAME_STACK_DEPTH`: frames kept per launch, 1..=32 (default 16), cudablame's own
     /// frames not counted.
     pub stack_depth: usize,
-    /// `CUDABLAME_UNWINDER`: `framehop` (default) or `libgcc`.
-    pub unwinder: Unwinder,
+    /// `CUDABLAME_STACK_BYTES`: bytes of the launching thread's stack copied per launch, from
+    /// the driver entry point's frame upwards, 1024..=65536 (default 8192). Frames beyond the
+    /// copy are not shown.
+    pub stack_bytes: usize,
     /// `CUDABLAME_RING`: ops kept per stream, 16..=65536 (default 256).
     pub ring: usize,
     /// `CUDABLAME_TEXT`: the human report on stderr (default on).
@@ -68,7 +62,7 @@ impl Default for Config {
             markers: true,
             stack: StackMode::Native,
             stack_depth: 16,
-            unwinder: Unwinder::Framehop,
+            stack_bytes: 8192,
             ring: 256,
             text: true,
             debug: false,
@@ -124,7 +118,7 @@ pub const VARIABLES: &[&str] = &[
     "CUDABLAME_MARKERS",
     "CUDABLAME_STACK",
     "CUDABLAME_STACK_DEPTH",
-    "CUDABLAME_UNWINDER",
+    "CUDABLAME_STACK_BYTES",
     "CUDABLAME_RING",
     "CUDABLAME_TEXT",
     "CUDABLAME_DEBUG",
@@ -247,18 +241,8 @@ impl Config {
         if let Some(v) = get("CUDABLAME_STACK_DEPTH") {
             c.stack_depth = number("CUDABLAME_STACK_DEPTH", &v, 1, MAX_STACK_DEPTH, 16, &mut w);
         }
-        if let Some(v) = get("CUDABLAME_UNWINDER") {
-            c.unwinder = match v.trim().to_ascii_lowercase().as_str() {
-                "framehop" => Unwinder::Framehop,
-                "libgcc" => Unwinder::Libgcc,
-                _ => {
-                    w.push(format!(
-                        "CUDABLAME_UNWINDER={} is not framehop/libgcc; using framehop",
-                        shown(&v)
-                    ));
-                    Unwinder::Framehop
-                }
-            };
+        if let Some(v) = get("CUDABLAME_STACK_BYTES") {
+            c.stack_bytes = number("CUDABLAME_STACK_BYTES", &v, 1024, 65536, 8192, &mut w);
         }
         if let Some(v) = get("CUDABLAME_RING") {
             c.ring = number("CUDABLAME_RING", &v, 16, 65536, 256, &mut w);

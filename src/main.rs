@@ -19,7 +19,7 @@ Examples:
   cudablame show cb-node1-r3.json             a JSON report as text
 
 Variables (set by `run` options, or directly): CUDABLAME_REPORT, CUDABLAME_TRACE, CUDABLAME_TEXT,
-CUDABLAME_MARKERS, CUDABLAME_STACK, CUDABLAME_STACK_DEPTH, CUDABLAME_UNWINDER, CUDABLAME_PYTHON,
+CUDABLAME_MARKERS, CUDABLAME_STACK, CUDABLAME_STACK_DEPTH, CUDABLAME_STACK_BYTES, CUDABLAME_PYTHON,
 CUDABLAME_PYTHON_DEPTH, CUDABLAME_RING, CUDABLAME_DEBUG, CUDABLAME_STATS (README, docs/cli.md). Use `cudablame help <command>` for a command's options and examples.";
 
 #[derive(Parser)]

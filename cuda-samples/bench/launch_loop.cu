@@ -6,10 +6,12 @@
 // host: the stream is first blocked by a ~2 ms spin kernel, then 256 empty kernels are launched
 //   while it spins (enqueue cost only, never waiting for queue space), repeated until N launches;
 //   prints launch_us=<host µs per launch> and overruns=<batches that outlasted the spin kernel>.
-// probe: like host (batches of 128, the stream blocked by the spin kernel), host µs per call of an
+// probe, probe-legacy: like host (batches of 128, the stream blocked by the spin kernel; probe on a
+//   created stream, probe-legacy on the legacy default stream, as PyTorch launches), host µs per call of an
 //   empty-kernel launch alone and of a launch followed by one candidate progress signal:
 //   cuStreamWriteValue64 / cuStreamWriteValue32 (flags 0) to pinned device-mapped host memory,
-//   cuEventRecord (CU_EVENT_DISABLE_TIMING), cuStreamQuery, cuCtxGetCurrent; plus, when the driver
+//   cuEventRecord (CU_EVENT_DISABLE_TIMING), cuEventRecord + cuEventQuery, cuStreamQuery,
+//   cuCtxGetCurrent; plus, when the driver
 //   accepts them, the CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER writes. N calls per item, the items
 //   interleaved batch by batch in rotating order. One line per item:
 //     probe_<name>_us=<median of the batch means> mean=<µs> added=<median minus launch alone>
@@ -101,7 +103,7 @@ static double stream_mode(cudaStream_t s, int n) {
 
 // ------------------------------------------------------------------------------------ probe mode
 
-enum Kind { LAUNCH, WV64, WV32, EVENT, QUERY, CTX, WV32_NB, WV64_NB };
+enum Kind { LAUNCH, WV64, WV32, EVENT, QUERY, CTX, WV32_NB, WV64_NB, EVENT_QUERY };
 
 struct Item {
     const char *name;
@@ -131,6 +133,12 @@ static inline CUresult signal(Kind kind, const Target &t, uint64_t seq) {
         return cuStreamWriteValue32(t.stream, t.slot32, (cuuint32_t)seq, 0);
     case EVENT:
         return cuEventRecord(t.event, t.stream);
+    case EVENT_QUERY: {
+        CUresult r = cuEventRecord(t.event, t.stream);
+        if (r != CUDA_SUCCESS) return r;
+        r = cuEventQuery(t.event);
+        return r == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : r;
+    }
     case QUERY: {
         CUresult r = cuStreamQuery(t.stream);
         return r == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : r;
@@ -182,6 +190,7 @@ static int probe_mode(cudaStream_t s, int n) {
         {"launch_wv64", WV64, false, false, 0, {}},
         {"launch_wv32", WV32, false, false, 0, {}},
         {"launch_event", EVENT, false, false, 0, {}},
+        {"launch_event_query", EVENT_QUERY, false, false, 0, {}},
         {"launch_query", QUERY, false, false, 0, {}},
         {"launch_ctx", CTX, false, false, 0, {}},
         {"launch_wv32_nobarrier", WV32_NB, true, false, 0, {}},
@@ -299,8 +308,8 @@ int main(int argc, char **argv) {
     const char *mode = argc > 2 ? argv[2] : "stream";
     if (n <= 0 || n > 2000000000L ||
         (strcmp(mode, "stream") && strcmp(mode, "host") && strcmp(mode, "probe") &&
-         strcmp(mode, "rss"))) {
-        fprintf(stderr, "usage: launch_loop [N] [stream|host|probe|rss]\n");
+         strcmp(mode, "probe-legacy") && strcmp(mode, "rss"))) {
+        fprintf(stderr, "usage: launch_loop [N] [stream|host|probe|probe-legacy|rss]\n");
         return 2;
     }
     cudaStream_t s;
@@ -312,6 +321,8 @@ int main(int argc, char **argv) {
     int rc = 0;
     if (!strcmp(mode, "probe")) {
         rc = probe_mode(s, (int)n);
+    } else if (!strcmp(mode, "probe-legacy")) {
+        rc = probe_mode(cudaStreamLegacy, (int)n);
     } else if (!strcmp(mode, "rss")) {
         rc = rss_mode(s, n);
     } else if (!strcmp(mode, "host")) {

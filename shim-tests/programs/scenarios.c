@@ -67,10 +67,11 @@ static const char *MODULE =
     "// fake: quick\n"
     "// fake: oob_write fault=700 delay_us=1000\n"
     "// fake: instant_oob fault=700\n"
+    "// fake: hold delay_us=4000000\n"
     ".visible .entry slow(\n.visible .entry quick(\n.visible .entry oob_write(\n"
-    ".visible .entry instant_oob(\n";
+    ".visible .entry instant_oob(\n.visible .entry hold(\n";
 
-static CUfunction slow, quick, oob_write, instant_oob;
+static CUfunction slow, quick, oob_write, instant_oob, hold;
 static CUcontext ctx;
 static unsigned bad_block = 256; /* launch_bad_kernel's block size (2048: an invalid launch) */
 static CUdeviceptr buffer;
@@ -125,6 +126,7 @@ static void setup(void) {
     check("quick", p_cuModuleGetFunction(&quick, mod, "quick"));
     check("oob_write", p_cuModuleGetFunction(&oob_write, mod, "oob_write"));
     check("instant_oob", p_cuModuleGetFunction(&instant_oob, mod, "instant_oob"));
+    check("hold", p_cuModuleGetFunction(&hold, mod, "hold"));
     check("cuMemAlloc", p_cuMemAlloc(&buffer, 4096));
     int host[16] = {0};
     check("cuMemcpyHtoD", p_cuMemcpyHtoD(buffer, host, sizeof host));
@@ -210,6 +212,17 @@ int main(int argc, char **argv) {
         int rc = report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
         report_rc("sync_rc", p_cuCtxSynchronize(NULL)); /* a second sticky return: counted, not reported */
         return rc;
+    }
+    if (!strcmp(scenario, "run_ahead")) {
+        /* Long run-ahead: #1 upload, #2 hold (4 s), #3 oob_write (culprit), then 100,000 quick
+         * launches are enqueued behind it before it even starts: far more than the ring keeps.
+         * The context sync reports it. */
+        check("hold launch", launch(hold, 1, 32, NULL));
+        launch_bad_kernel(oob_write, NULL);
+        int ok = 0;
+        for (int i = 0; i < 100000; i++) ok += launch(quick, 1, 32, NULL) == 0;
+        printf("launched_after=%d\n", ok);
+        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
     }
     if (!strcmp(scenario, "same_depth")) {
         /* #1 upload, #2..#201 quick from a and b in turn, #202 quick from a, #203 instant_oob

@@ -139,9 +139,28 @@ fn error_surfacing_at_the_next_launch() {
 }
 
 #[test]
+fn long_run_ahead_never_loses_the_culprit() {
+    // 100,000 launches queued behind the culprit, with the default ring of 256 ops and 32 stack
+    // copies: the first op the markers do not prove complete is kept, with its launch stack.
+    let r = run(&scenarios(), &["run_ahead"], true, &[]);
+    assert_eq!(
+        r.printed("launched_after"),
+        "100000",
+        "the fault fired before the run-ahead was enqueued: {}",
+        r.stderr
+    );
+    assert_eq!(r.printed("sync_rc"), "700");
+    assert_culprit(&r, "oob_write", 3, "exact");
+    let rep = r.report();
+    assert_eq!(rep["streams"][0]["issued"], 100_003);
+    assert_eq!(rep["streams"][0]["completed"], 2);
+    assert!(rep["suspects"].as_array().unwrap().len() <= 16);
+}
+
+#[test]
 fn launch_stacks_of_twin_call_paths_are_not_mixed_up() {
-    // Same hook registers, different callers: the memoized unwind of one must not answer for the
-    // other (stack::memo re-reads every stack word the unwind read).
+    // Same hook registers, different callers: each launch's stack is its own (a stack copy per
+    // launch; formerly a memo of unwinds that had to re-read every stack word it used).
     let r = run(&scenarios(), &["same_depth"], true, &[]);
     assert_eq!(r.printed("sync_rc"), "700");
     assert_culprit(&r, "instant_oob", 203, "exact");

@@ -10,7 +10,7 @@ use std::sync::Once;
 /// A timed part of recording one op.
 #[derive(Clone, Copy)]
 pub enum Phase {
-    /// Native stack capture (`stack::NativeStack::capture`).
+    /// Native stack: the copy of the stack's top (`stack::copy`).
     Stack,
     /// Python frames (`stack::python::PythonStack::capture`).
     Python,
@@ -25,12 +25,8 @@ pub enum Phase {
 const PHASES: usize = 5;
 static NS: [AtomicU64; PHASES] = [const { AtomicU64::new(0) }; PHASES];
 static OPS: AtomicU64 = AtomicU64::new(0);
-static NATIVE_FRAMES: AtomicU64 = AtomicU64::new(0);
+static STACK_BYTES: AtomicU64 = AtomicU64::new(0);
 static PYTHON_FRAMES: AtomicU64 = AtomicU64::new(0);
-static RULE_HITS: AtomicU64 = AtomicU64::new(0);
-static RULE_MISSES: AtomicU64 = AtomicU64::new(0);
-static MEMO_HITS: AtomicU64 = AtomicU64::new(0);
-static MEMO_MISSES: AtomicU64 = AtomicU64::new(0);
 static AT_EXIT: Once = Once::new();
 
 /// Whether costs are being measured.
@@ -57,33 +53,18 @@ pub fn add(phase: Phase, started: u64) {
     }
 }
 
-/// Counts one recorded op with its captured frame counts (native, Python).
+/// Counts one recorded op with the stack bytes it copied and its Python frames.
 #[inline]
-pub fn op(native_frames: usize, python_frames: usize) {
+pub fn op(stack_bytes: usize, python_frames: usize) {
     if enabled() {
         AT_EXIT.call_once(|| {
             // SAFETY: registers a plain extern "C" function with no arguments.
             unsafe { libc::atexit(print_at_exit) };
         });
         OPS.fetch_add(1, Ordering::Relaxed);
-        NATIVE_FRAMES.fetch_add(native_frames as u64, Ordering::Relaxed);
+        STACK_BYTES.fetch_add(stack_bytes as u64, Ordering::Relaxed);
         PYTHON_FRAMES.fetch_add(python_frames as u64, Ordering::Relaxed);
     }
-}
-
-/// Counts one native stack capture: answered from a memoized unwind (`hit`) or unwound.
-#[inline]
-pub fn stack_memo(hit: bool) {
-    if enabled() {
-        if hit { &MEMO_HITS } else { &MEMO_MISSES }.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Counts unwind-rule cache lookups of the native unwinder (hits, misses).
-#[inline]
-pub fn rule_lookups(hits: u64, misses: u64) {
-    RULE_HITS.fetch_add(hits, Ordering::Relaxed);
-    RULE_MISSES.fetch_add(misses, Ordering::Relaxed);
 }
 
 fn monotonic_ns() -> u64 {
@@ -109,30 +90,13 @@ pub fn line() -> String {
     );
     let other = total.saturating_sub(stack + python + real + marker);
     let per = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / ops as f64;
-    let (hits, misses) = (
-        RULE_HITS.load(Ordering::Relaxed),
-        RULE_MISSES.load(Ordering::Relaxed),
-    );
-    let pct = |hits: u64, misses: u64| {
-        if hits + misses == 0 {
-            100.0
-        } else {
-            100.0 * hits as f64 / (hits + misses) as f64
-        }
-    };
-    let hit_pct = pct(hits, misses);
-    let memo_pct = pct(
-        MEMO_HITS.load(Ordering::Relaxed),
-        MEMO_MISSES.load(Ordering::Relaxed),
-    );
     format!(
         "cudablame stats: {} recorded ops; mean ns per op: total {total} = real call {real} + \
-         cudablame {} (native stack {stack} for {:.1} frames, memoized {memo_pct:.1}%, unwind-rule cache \
-         {hit_pct:.1}% hits; \
-         python {python} for {:.1} frames; marker {marker}; other {other})",
+         cudablame {} (native stack copy {stack} for {:.0} bytes; python {python} for {:.1} frames; \
+         marker {marker}; other {other})",
         OPS.load(Ordering::Relaxed),
         total.saturating_sub(real),
-        per(&NATIVE_FRAMES),
+        per(&STACK_BYTES),
         per(&PYTHON_FRAMES),
     )
 }

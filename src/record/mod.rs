@@ -1,11 +1,13 @@
 //! Recording: what each hooked call means ([`Call`]), the op records kept per stream, and the
 //! progress markers that prove which ops completed.
 //!
-//! Hot path per recorded op (a launch, an async copy or memset, a graph launch): capture the native
-//! stack, look the stream up (thread-local cache), lock that stream, make the real call, push the
-//! op with the next sequence number and enqueue `cuStreamWriteValue64(marker slot, seq)` behind it,
-//! unlock. The lock spans the real call so that sequence numbers follow the order in which ops
-//! enter the stream even when several threads launch onto one stream.
+//! Hot path per recorded op (a launch, an async copy or memset, a graph launch): the Python frames
+//! (CPython only), look the stream up (thread-local cache), lock that stream, make the real call,
+//! push the op with the next sequence number and a copy of the top of the launching thread's
+//! stack (unwound only if a report needs it: `stack::copy`), enqueue
+//! `cuStreamWriteValue64(marker slot, seq)` behind it, unlock. The lock spans the real call so
+//! that sequence numbers follow the order in which ops enter the stream even when several threads
+//! launch onto one stream. Nothing on this path allocates once the stream's ring is full.
 
 pub mod cost;
 pub mod graphs;
@@ -16,7 +18,7 @@ use crate::config::{self, StackMode};
 use crate::cuda::entry_points::EntryPoint;
 use crate::cuda::*;
 use crate::real;
-use crate::stack::{EntryRegs, NativeStack};
+use crate::stack::{EntryRegs, NativeStack, StackRef};
 use std::ffi::c_uint;
 use std::sync::atomic::{AtomicUsize, Ordering};
 pub use streams::{StreamId, StreamState, StreamView};
@@ -252,7 +254,8 @@ pub struct OpRecord {
     /// Its progress marker was enqueued right behind it. If op N lacks one, a fault in N+1 leaves
     /// the marker at N-1, so "first unfinished" only narrows the culprit to N..=N+1.
     pub marked: bool,
-    pub stack: NativeStack,
+    /// The native launch stack (a copy in the ring until a snapshot unwinds it).
+    pub stack: StackRef,
     /// Python frames of the launching thread (CPython only; `stack::python`).
     pub python: crate::stack::python::PythonStack,
 }
@@ -311,45 +314,55 @@ pub fn enqueue(
         return (real_call(), None);
     };
     let entered = cost::start();
-    let prepared = crate::guarded(|| prepare(driver, ep, launch, entry));
+    let prepared = crate::guarded(|| prepare(driver, ep, launch));
     let Some((state, mut op)) = prepared else {
         return (real_call(), None);
     };
-    let mut ops = state.ops.lock();
+    let mut ring = state.ops.lock();
     let called = cost::start();
     let rc = real_call();
     cost::add(cost::Phase::RealCall, called);
     if rc != CUDA_SUCCESS {
-        drop(ops);
+        drop(ring);
+        // Cold: the launch failed by itself and will be reported with its live stack.
+        op.stack = crate::guarded(|| keep_live_stack(op.time_ns, entry)).unwrap_or_default();
         return (rc, Some(op));
     }
+    let cfg = config::get();
+    let mut copied = 0;
     crate::guarded(|| {
         if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 && driver.is_capturing(state.id.handle()) {
             // The op went into a graph being captured: it did not run now.
+            op.stack = keep_live_stack(op.time_ns, entry);
             graphs::captured(op);
             return;
         }
-        op.seq = ops.push(op, config::get().ring);
+        let copy = (cfg.stack == StackMode::Native).then_some((entry, cfg.stack_bytes));
+        copied = copy.map_or(0, |c| c.1);
+        op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
         state.issued.store(op.seq, Ordering::Release);
         let marking = cost::start();
         if state.write_marker(driver, op.seq) {
-            ops.mark_newest();
+            ring.mark_newest();
         }
         cost::add(cost::Phase::Marker, marking);
     });
-    drop(ops);
+    drop(ring);
     cost::add(cost::Phase::Total, entered);
-    cost::op(op.stack.ips().len(), op.python.len());
+    cost::op(copied, op.python.len());
     (rc, None)
 }
 
-/// The native stack a record carries under the configured `CUDABLAME_STACK` mode, from the
-/// program's call into the hooked entry point (`entry`) outwards. `hint`: see
-/// [`NativeStack::capture`].
-fn launch_stack(cfg: &config::Config, now_ns: u64, entry: &EntryRegs, hint: u64) -> NativeStack {
+/// Cold paths (a failed launch, a captured op): the live native stack from the program's call
+/// into the hooked entry point (`entry`) outwards, unwound now and kept, under the configured
+/// `CUDABLAME_STACK` mode.
+fn keep_live_stack(now_ns: u64, entry: &EntryRegs) -> StackRef {
+    let cfg = config::get();
     match cfg.stack {
-        StackMode::Native => NativeStack::capture(cfg.stack_depth, now_ns, Some(entry), hint),
-        StackMode::Off => NativeStack::EMPTY,
+        StackMode::Native => {
+            crate::stack::keep(NativeStack::capture(cfg.stack_depth, now_ns, Some(entry)))
+        }
+        StackMode::Off => StackRef::None,
     }
 }
 
@@ -357,17 +370,12 @@ fn prepare(
     driver: &'static real::Driver,
     ep: EntryPoint,
     launch: Launch,
-    entry: &EntryRegs,
 ) -> (std::sync::Arc<StreamState>, OpRecord) {
-    let cfg = config::get();
     crate::safety::test_panic(crate::safety::PanicPoint::Record);
     let time_ns = now_ns();
     let pythoning = cost::start();
     let python = crate::stack::python::PythonStack::capture_configured();
     cost::add(cost::Phase::Python, pythoning);
-    let stacking = cost::start();
-    let stack = launch_stack(cfg, time_ns, entry, python.innermost_key());
-    cost::add(cost::Phase::Stack, stacking);
     let thread = thread_id();
     if launch.kind == OpKind::Kernel {
         names::note(driver, launch.handle);
@@ -386,19 +394,20 @@ fn prepare(
         time_ns,
         synchronous: false,
         marked: false,
-        stack,
+        stack: StackRef::None,
         python,
     };
     (state, op)
 }
 
-/// Records a synchronous copy or memset that succeeded, as a completed op of its stream.
-fn record_synchronous(ep: EntryPoint, launch: Launch, entry: &EntryRegs) {
+/// Records a synchronous copy or memset that succeeded, as a completed op of its stream (no
+/// stack: a completed op is never a culprit).
+fn record_synchronous(ep: EntryPoint, launch: Launch) {
     let Some(driver) = real::driver() else { return };
-    let (state, mut op) = prepare(driver, ep, launch, entry);
+    let (state, mut op) = prepare(driver, ep, launch);
     op.synchronous = true;
-    let mut ops = state.ops.lock();
-    op.seq = ops.push(op, config::get().ring);
+    let mut ring = state.ops.lock();
+    op.seq = ring.push(op, config::get().ring, None, &|| state.completed_now());
     state.issued.store(op.seq, Ordering::Release);
 }
 
@@ -450,7 +459,7 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, 
         }
     }
     match *call {
-        Call::Synchronous(launch) if rc == CUDA_SUCCESS => record_synchronous(ep, launch, entry),
+        Call::Synchronous(launch) if rc == CUDA_SUCCESS => record_synchronous(ep, launch),
         // SAFETY: on success the driver wrote a handle through `out`; `name` is the program's
         // NUL-terminated kernel name.
         Call::NameHandle { out, name } if rc == CUDA_SUCCESS && out != 0 && name != 0 => unsafe {
@@ -472,7 +481,11 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, 
                 let thread = thread_id();
                 let id = StreamId::resolve(stream, ep.per_thread_default(), thread);
                 let now = now_ns();
-                let stack = launch_stack(config::get(), now, entry, 0);
+                let cfg = config::get();
+                let stack = match cfg.stack {
+                    StackMode::Native => NativeStack::capture(cfg.stack_depth, now, Some(entry)),
+                    StackMode::Off => NativeStack::EMPTY,
+                };
                 graphs::begin(driver.current_context(), id, stack, thread, now);
             }
         }

@@ -50,7 +50,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
     let driver = real::driver();
     let now = record::now_ns();
     let thread = record::thread_id();
-    let reporting_stack = NativeStack::capture(config::MAX_STACK_DEPTH, now, None, 0);
+    let reporting_stack = NativeStack::capture(config::MAX_STACK_DEPTH, now, None);
     let reporting_python = PythonStack::capture_configured().resolve();
     let context = driver.map(|d| d.current_context()).filter(|&c| c != 0);
     let views = record::streams::snapshot();
@@ -210,7 +210,7 @@ impl Names {
             _ => None,
         };
         let stack = if with_stack {
-            stack::symbolize(o.stack.ips(), config::get().stack_depth)
+            stack::symbolize(stack::kept(o.stack).ips(), config::get().stack_depth)
         } else {
             Vec::new()
         };

@@ -1,5 +1,8 @@
-//! Host stacks: instruction pointers captured on the hot path ([`NativeStack::capture`]),
-//! turned into frames only when a report is written ([`symbolize`]).
+//! Host stacks. A launch keeps a copy of its stack's top ([`copy::StackCopy`]), unwound only when
+//! a report names it; cold paths unwind their live stack ([`NativeStack::capture`]). Return
+//! addresses that must outlive their stream's ring (graph captures, failed launches, report
+//! views) are kept in a bounded table and referred to by [`StackRef`]. Everything becomes frames
+//! only when a report is written ([`symbolize`]).
 
 use crate::config::MAX_STACK_DEPTH;
 use std::ffi::{c_void, CStr};
@@ -56,28 +59,41 @@ impl NativeStack {
         ips: [0; CAPACITY],
     };
 
-    /// Captures up to `depth` frames of the calling thread below cudablame's own frames, with
-    /// the configured unwinder (`CUDABLAME_UNWINDER`): framehop with cached rules (default on
-    /// x86-64, see [`unwind`]), starting at `entry` when given, or the system unwinder from here.
-    /// No symbolization, no allocation once warm. `now_ns` is a clock reading the caller already
-    /// has (paces the module-list checks); `hint` tells launch sites apart for the memoized
-    /// unwinds ([`memo`]; 0 if none).
+    /// Captures up to `depth` frames of the calling thread's live stack below cudablame's own
+    /// frames: with framehop from `entry` when given (then only the entry point's frame is
+    /// cudablame's), else from here, falling back to the system unwinder. Cold paths only (see
+    /// [`copy`] for launches). `now_ns` is a clock reading the caller already has (paces the
+    /// module-list checks).
     #[inline(never)]
-    pub fn capture(depth: usize, now_ns: u64, entry: Option<&EntryRegs>, hint: u64) -> NativeStack {
+    pub fn capture(depth: usize, now_ns: u64, entry: Option<&EntryRegs>) -> NativeStack {
         let want = (depth + OWN_FRAMES_ALLOWANCE).min(CAPACITY);
         #[cfg(target_arch = "x86_64")]
-        if crate::config::get().unwinder == crate::config::Unwinder::Framehop {
+        {
             let mut s = NativeStack::EMPTY;
             let start = entry.filter(|e| e.rsp != 0);
-            // From the entry point only its own frame is cudablame's.
             let want = start.map_or(want, |_| (depth + 1).min(CAPACITY));
-            s.len = unwind::capture(&mut s.ips[..want], now_ns, start, hint) as u8;
+            s.len = unwind::capture(&mut s.ips[..want], now_ns, start) as u8;
             if s.len > 0 {
                 return s;
             }
         }
-        let _ = (now_ns, entry, hint);
+        let _ = (now_ns, entry);
         Self::capture_libgcc(want)
+    }
+
+    /// Room for return addresses (the most a stack holds).
+    pub fn capacity(&self) -> usize {
+        CAPACITY
+    }
+
+    /// The first `n` slots (at most [`capacity`](Self::capacity)) to fill, then [`set_len`](Self::set_len).
+    pub fn slots(&mut self, n: usize) -> &mut [usize] {
+        &mut self.ips[..n.min(CAPACITY)]
+    }
+
+    /// How many slots hold return addresses.
+    pub fn set_len(&mut self, n: usize) {
+        self.len = n.min(CAPACITY) as u8;
     }
 
     /// Captures with `_Unwind_Backtrace` (the `backtrace` crate).
@@ -103,10 +119,72 @@ impl NativeStack {
 
 pub use crate::report::model::Frame;
 
-pub mod memo;
+pub mod copy;
 #[cfg(target_arch = "x86_64")]
 pub mod python;
 pub mod unwind;
+
+/// Where an op's native launch stack is. Plain data (`Copy`, 8 bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StackRef {
+    /// None was taken (`CUDABLAME_STACK=off`), or it is no longer kept.
+    #[default]
+    None,
+    /// In its stream's ring, as a [`copy::StackCopy`] under the op's sequence number; a snapshot
+    /// of the ring turns it into [`StackRef::Kept`] or [`StackRef::None`].
+    Copied,
+    /// Unwound, in the table of kept stacks: see [`keep`] and [`kept`].
+    Kept(u32),
+}
+
+/// Unwound stacks kept for later reports, at most this many (the oldest are dropped).
+const KEPT_MAX: usize = 16384;
+
+#[derive(Default)]
+struct KeptTable {
+    /// `(id, stack)`; the entry of id `i` is at `i % KEPT_MAX` while it is the newest there.
+    stacks: Vec<(u32, NativeStack)>,
+    next: u32,
+}
+
+/// Resettable: a forked child drops it without taking its lock (`safety::Resettable`).
+static KEPT: crate::safety::Resettable<parking_lot::Mutex<KeptTable>> =
+    crate::safety::Resettable::new();
+
+/// Keeps `stack` for later reports (cold paths: graph captures, failed launches, snapshots).
+pub fn keep(stack: NativeStack) -> StackRef {
+    if stack.len == 0 {
+        return StackRef::None;
+    }
+    let mut t = KEPT.get().lock();
+    let id = t.next;
+    t.next = t.next.wrapping_add(1);
+    let at = id as usize % KEPT_MAX;
+    if at < t.stacks.len() {
+        t.stacks[at] = (id, stack);
+    } else {
+        t.stacks.push((id, stack));
+    }
+    StackRef::Kept(id)
+}
+
+/// The stack `r` refers to, if it is still kept ([`StackRef::Copied`] needs its ring: none here).
+pub fn kept(r: StackRef) -> NativeStack {
+    let StackRef::Kept(id) = r else {
+        return NativeStack::EMPTY;
+    };
+    let t = KEPT.get().lock();
+    match t.stacks.get(id as usize % KEPT_MAX) {
+        Some(&(at, s)) if at == id => s,
+        _ => NativeStack::EMPTY,
+    }
+}
+
+/// Forgets kept stacks (a forked child). Takes no lock.
+pub fn forget_after_fork() {
+    KEPT.reset_in_child();
+    unwind::forget_after_fork();
+}
 
 /// Base address of the module holding `addr` and its path.
 fn module_of(addr: usize) -> Option<(usize, String)> {
@@ -193,7 +271,7 @@ mod tests {
 
     #[inline(never)]
     fn capture_here() -> NativeStack {
-        let s = NativeStack::capture(16, 0, None, 0);
+        let s = NativeStack::capture(16, 0, None);
         std::hint::black_box(&s); // keeps this frame: the capture is not a tail call
         s
     }
@@ -213,6 +291,19 @@ mod tests {
             names.iter().any(|n| n.contains("capture_here")),
             "{names:?}"
         );
+    }
+
+    #[test]
+    fn kept_stacks_come_back_until_overwritten() {
+        let s = capture_here();
+        let r = keep(s);
+        assert_eq!(kept(r).ips(), s.ips());
+        assert_eq!(keep(NativeStack::EMPTY), StackRef::None);
+        assert!(kept(StackRef::Copied).ips().is_empty());
+        for _ in 0..KEPT_MAX {
+            keep(s);
+        }
+        assert!(kept(r).ips().is_empty(), "the oldest is dropped");
     }
 
     #[test]

@@ -877,16 +877,6 @@ impl PythonStack {
         self.len as usize
     }
 
-    /// A number for the innermost frame (code object and instruction offset), 0 without one:
-    /// tells launch sites apart for the native unwinder's memo (`stack::memo`).
-    pub fn innermost_key(&self) -> u64 {
-        if self.len == 0 {
-            return 0;
-        }
-        let f = self.frames[0];
-        ((f.entry as u64) << 32) | (f.offset as u32 as u64)
-    }
-
     pub fn is_empty(&self) -> bool {
         self.len == 0 && self.borrowed == 0
     }

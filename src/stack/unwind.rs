@@ -1,10 +1,8 @@
-//! Fast native unwinding of the calling thread for the launch hot path.
-//!
-//! `_Unwind_Backtrace` (libgcc) finds and interprets the DWARF call-frame information of every
-//! frame again on every call: about 120 ns a frame, 3.8 µs a launch at depth 32 on the H200
-//! machine. Here the `framehop` crate unwinds with the same `.eh_frame` data, read in place from
-//! the loaded modules, and caches the unwind rule of each address per thread, so that the repeated
-//! launch sites of a training loop unwind from the cache.
+//! Native unwinding with the `framehop` crate: of the calling thread's live stack (cold paths: the
+//! reporting call, capture begin, a failed launch) and of a launch's stack copy ([`super::copy`])
+//! when a report is written. Launches never unwind: they copy stack bytes, which costs a fraction
+//! of an unwind (measured on the H200 in a PyTorch GPT step: 75 to 300 ns a frame for 17 frames
+//! with cached rules, 1.2 to 4.2 us a launch, and a memo of unwinds hit only 68% of launches).
 //!
 //! Modules are found with `dl_iterate_phdr`: the executable segment, `PT_GNU_EH_FRAME`
 //! (`.eh_frame_hdr`) and, through the header's `eh_frame_ptr`, `.eh_frame` (bounded by the end of
@@ -13,7 +11,6 @@
 //! calling thread's stack (`pthread_getattr_np`), so a wrong rule can stop the walk early but never
 //! read outside the stack.
 
-use super::memo;
 use crate::safety::Resettable;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, MustNotAllocateDuringUnwind, Unwinder};
@@ -47,56 +44,50 @@ struct Modules {
     unwinder: Native,
     /// `(dlpi_adds, dlpi_subs)` when the list was built.
     counters: (u64, u64),
-    /// Which build of the list this is (from 1): memoized unwinds of another one are stale.
-    version: u64,
 }
-
-static VERSIONS: AtomicU64 = AtomicU64::new(0);
 
 /// Resettable: a forked child drops it without taking its lock (another parent thread may have
 /// been unwinding at fork time), see `safety::Resettable`.
 static MODULES: Resettable<RwLock<Option<Modules>>> = Resettable::new();
 static LAST_CHECK_NS: AtomicU64 = AtomicU64::new(0);
 
-/// framehop's rule cache is direct-mapped with 509 slots; the thousands of return addresses of a
-/// PyTorch training step's launch stacks would evict each other (a GPT step of 471 launches cost
-/// +26% with 16 such caches). Frames are spread over this many caches by a hash of their address
-/// (about 32,000 slots, ~800 KiB per launching thread, allocated on its first launch).
-const CACHES: usize = 64;
-
 type Cache = CacheX86_64<MustNotAllocateDuringUnwind>;
 
-/// A thread's unwinding state: framehop's rule caches and the memoized unwinds.
-#[derive(Default)]
-struct ThreadUnwind {
-    caches: Vec<Cache>,
-    memo: memo::Table,
-}
-
 thread_local! {
-    static THREAD: RefCell<ThreadUnwind> = RefCell::new(ThreadUnwind::default());
+    /// framehop's rule cache for this thread's live unwinds (cold paths only).
+    static CACHE: RefCell<Option<Box<Cache>>> = const { RefCell::new(None) };
     /// `(low, high)` bounds of this thread's stack, 0 until read.
     static STACK: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
-fn stack_bounds() -> (u64, u64) {
-    STACK.with(|s| {
-        if s.get().0 == 0 {
-            // SAFETY: pthread_getattr_np fills attr for the calling thread; destroyed after use.
-            unsafe {
-                let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-                if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
-                    let mut addr: *mut libc::c_void = std::ptr::null_mut();
-                    let mut size: usize = 0;
-                    if libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0 {
-                        s.set((addr as u64, addr as u64 + size as u64));
-                    }
-                    libc::pthread_attr_destroy(&mut attr);
-                }
+/// `(low, high)` addresses of the calling thread's stack (`pthread_getattr_np`), `(0, 0)` when
+/// unknown (also while the thread's locals are being destroyed).
+pub fn stack_bounds() -> (u64, u64) {
+    STACK
+        .try_with(|s| {
+            if s.get().0 == 0 {
+                s.set(read_stack_bounds());
             }
+            s.get()
+        })
+        .unwrap_or_else(|_| read_stack_bounds())
+}
+
+fn read_stack_bounds() -> (u64, u64) {
+    let mut bounds = (0, 0);
+    // SAFETY: pthread_getattr_np fills attr for the calling thread; destroyed after use.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) == 0 {
+            let mut addr: *mut libc::c_void = std::ptr::null_mut();
+            let mut size: usize = 0;
+            if libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0 {
+                bounds = (addr as u64, addr as u64 + size as u64);
+            }
+            libc::pthread_attr_destroy(&mut attr);
         }
-        s.get()
-    })
+    }
+    bounds
 }
 
 /// glibc's `(dlpi_adds, dlpi_subs)`: loads and unloads so far.
@@ -207,7 +198,6 @@ fn scan() -> Modules {
     Modules {
         unwinder: acc.unwinder,
         counters,
-        version: VERSIONS.fetch_add(1, Ordering::Relaxed) + 1,
     }
 }
 
@@ -233,99 +223,84 @@ fn refresh(now_ns: u64) {
     *MODULES.get().write() = Some(fresh);
 }
 
-/// Return addresses of the calling thread, innermost first, into `out`; returns how many. Starts
-/// at `from` (registers read in a frame of this thread that is still live), else here.
-/// `now_ns` (any monotonic-enough clock the caller already read) paces module-list checks.
-/// `hint` (any number that tends to differ between launch sites, 0 if none) spreads the
-/// memoized unwinds (see [`memo`]); results never depend on it.
+/// Return addresses of the calling thread's live stack, innermost first, into `out`; returns how
+/// many. Starts at `from` (registers read in a frame of this thread that is still live), else
+/// here. `now_ns` (any monotonic-enough clock the caller already read) paces module-list checks.
 #[inline(never)]
-pub fn capture(
-    out: &mut [usize],
+pub fn capture(out: &mut [usize], now_ns: u64, from: Option<&super::EntryRegs>) -> usize {
+    let start = from.copied().unwrap_or_else(super::EntryRegs::here);
+    let (lo, hi) = stack_bounds();
+    // SAFETY: within this thread's own stack, 8-byte aligned (checked by `walk`).
+    walk(now_ns, start, lo, hi, out, |addr| unsafe {
+        std::ptr::read_volatile(addr as *const u64)
+    })
+}
+
+/// Return addresses of a copied stack, innermost first, into `out`; returns how many. `bytes`
+/// is a copy of the stack from `start.rsp` upwards; the unwind stops where it would read past it.
+pub fn capture_copy(out: &mut [usize], start: super::EntryRegs, bytes: &[u8]) -> usize {
+    let lo = start.rsp;
+    let hi = lo.saturating_add(bytes.len() as u64);
+    walk(super::super::record::now_ns(), start, lo, hi, out, |addr| {
+        let at = (addr - lo) as usize;
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_ne_bytes(word)
+    })
+}
+
+/// One framehop unwind from `start` into `out`, reading stack words in `[lo, hi)` with `read`.
+fn walk(
     now_ns: u64,
-    from: Option<&super::EntryRegs>,
-    hint: u64,
+    start: super::EntryRegs,
+    lo: u64,
+    hi: u64,
+    out: &mut [usize],
+    read: impl Fn(u64) -> u64,
 ) -> usize {
     refresh(now_ns);
-    let start = from.copied().unwrap_or_else(super::EntryRegs::here);
-    let bounds = stack_bounds();
     let guard = MODULES.get().read();
     let Some(modules) = guard.as_ref() else {
         return 0;
     };
-    THREAD.with(|t| {
-        let t = &mut *t.borrow_mut();
-        let key = memo::Key {
-            regs: start,
-            version: modules.version,
-            frames: out.len(),
-            hint,
-        };
-        if let Some(n) = t.memo.find(&key, out) {
-            crate::record::cost::stack_memo(true);
-            return n;
-        }
-        crate::record::cost::stack_memo(false);
-        if t.caches.is_empty() {
-            t.caches.extend((0..CACHES).map(|_| Cache::new_in()));
-        }
-        let mut reads = memo::Reads::default();
-        let n = unwind(modules, &mut t.caches, start, bounds, out, &mut reads);
-        if reads.complete() && memo::Table::fits(out.len()) {
-            t.memo.store(&key, &out[..n], &reads);
-        }
-        n
-    })
-}
-
-/// One framehop unwind from `start` into `out`, logging every stack read into `reads`.
-fn unwind(
-    modules: &Modules,
-    caches: &mut [Cache],
-    start: super::EntryRegs,
-    (lo, hi): (u64, u64),
-    out: &mut [usize],
-    reads: &mut memo::Reads,
-) -> usize {
     let mut read_stack = |addr: u64| -> Result<u64, ()> {
         if addr < lo || addr.saturating_add(8) > hi || !addr.is_multiple_of(8) {
             return Err(());
         }
-        // SAFETY: within this thread's own stack, 8-byte aligned.
-        let value = unsafe { std::ptr::read_volatile(addr as *const u64) };
-        reads.push(addr, value);
-        Ok(value)
+        Ok(read(addr))
     };
-    let mut regs = UnwindRegsX86_64::new(start.rip, start.rsp, start.rbp);
-    let mut frame = FrameAddress::from_instruction_pointer(start.rip);
-    let mut n = 0;
-    let counting = crate::record::cost::enabled();
-    let (mut hits, mut lookups) = (0, 0);
-    while n < out.len() {
-        out[n] = frame.address() as usize;
-        n += 1;
-        let key = frame.address_for_lookup();
-        let cache =
-            &mut caches[(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % caches.len()];
-        let hits_before = if counting { cache.stats().hit_count } else { 0 };
-        let step = modules
-            .unwinder
-            .unwind_frame(frame, &mut regs, cache, &mut read_stack);
-        if counting {
-            hits += cache.stats().hit_count - hits_before;
-            lookups += 1;
+    let mut unwind = |cache: &mut Cache| {
+        let mut regs = UnwindRegsX86_64::new(start.rip, start.rsp, start.rbp);
+        let mut frame = FrameAddress::from_instruction_pointer(start.rip);
+        let mut n = 0;
+        while n < out.len() {
+            out[n] = frame.address() as usize;
+            n += 1;
+            match modules
+                .unwinder
+                .unwind_frame(frame, &mut regs, cache, &mut read_stack)
+            {
+                Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
+                    Some(f) => frame = f,
+                    None => break,
+                },
+                _ => break,
+            }
         }
-        match step {
-            Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
-                Some(f) => frame = f,
-                None => break,
-            },
-            _ => break,
-        }
-    }
-    if counting {
-        crate::record::cost::rule_lookups(hits, lookups - hits);
-    }
-    n
+        n
+    };
+    // This thread's cache when it can be had (not while the thread's locals are destroyed, not
+    // re-entered), else a fresh one.
+    CACHE
+        .try_with(|c| {
+            c.try_borrow_mut().ok().map(|mut c| {
+                let cache = c.get_or_insert_with(|| Box::new(Cache::new_in()));
+                unwind(cache)
+            })
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| unwind(&mut Cache::new_in()))
 }
 
 /// Forgets the module list (a forked child): rebuilt on the next capture. Takes no lock.

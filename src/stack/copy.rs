@@ -1,0 +1,115 @@
+//! Deferred unwinding: a launch copies the top of its thread's stack (from the hooked entry
+//! point's frame upwards, [`crate::config::Config::stack_bytes`] bytes at most) instead of
+//! unwinding it; the copy is unwound only if a report names the launch, the way `perf` samples
+//! user stacks. A copy costs one `memcpy` of hot stack memory; an unwind through a large library
+//! costs a rule lookup per frame (see [`super::unwind`]).
+//!
+//! The unwind from a copy reads exactly what an unwind at launch time would have read, as long as
+//! the modules that the frames belong to are still loaded: the entry point's registers and the
+//! stack words above them are what the launching thread had when it called the driver.
+
+use super::{EntryRegs, NativeStack};
+
+/// A copy of the top of one launch's stack, owned by its stream's ring (`record::streams`).
+pub struct StackCopy {
+    /// The sequence number of the op on its stream this copy belongs to (0: none).
+    pub seq: u64,
+    regs: EntryRegs,
+    len: usize,
+    bytes: Box<[u8]>,
+}
+
+impl StackCopy {
+    /// An empty copy with room for `capacity` bytes (allocated here, never on a launch).
+    pub fn new(capacity: usize) -> StackCopy {
+        StackCopy {
+            seq: 0,
+            regs: EntryRegs::default(),
+            len: 0,
+            bytes: vec![0u8; capacity].into_boxed_slice(),
+        }
+    }
+
+    /// Copies the calling thread's stack from `regs.rsp` upwards (at most this copy's capacity,
+    /// never past the thread's stack) for op `seq`. `regs` must have been read in a frame of this
+    /// thread that is still live. Leaves the copy empty when the stack bounds are unknown.
+    #[inline]
+    pub fn fill(&mut self, seq: u64, regs: &EntryRegs) {
+        self.seq = seq;
+        self.regs = *regs;
+        let (lo, hi) = super::unwind::stack_bounds();
+        self.len = if regs.rsp >= lo && regs.rsp < hi {
+            ((hi - regs.rsp) as usize).min(self.bytes.len())
+        } else {
+            0
+        };
+        // SAFETY: [rsp, rsp + len) lies within this thread's own stack (checked above), which is
+        // mapped and readable; the destination has room for `len` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                regs.rsp as usize as *const u8,
+                self.bytes.as_mut_ptr(),
+                self.len,
+            );
+        }
+    }
+
+    /// Report time: unwinds the copy into return addresses (up to `depth` frames below the
+    /// entry point's own frame, which is cudablame's).
+    pub fn unwind(&self, depth: usize) -> NativeStack {
+        let mut s = NativeStack::EMPTY;
+        if self.len == 0 {
+            return s;
+        }
+        let want = (depth + 1).min(s.capacity());
+        let n = super::unwind::capture_copy(s.slots(want), self.regs, &self.bytes[..self.len]);
+        s.set_len(n);
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn copied_here(copy: &mut StackCopy) {
+        let regs = EntryRegs::here();
+        copy.fill(7, &regs);
+        std::hint::black_box(&*copy); // keeps this frame: not a tail call
+    }
+
+    #[inline(never)]
+    fn outer(copy: &mut StackCopy) {
+        copied_here(copy);
+        std::hint::black_box(&*copy);
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn unwinding_a_copy_finds_the_callers() {
+        let mut copy = StackCopy::new(16 * 1024);
+        outer(&mut copy);
+        assert_eq!(copy.seq, 7);
+        // The live frames are gone now: only the copy can name them.
+        let stack = copy.unwind(16);
+        let mut names = Vec::new();
+        for &ip in stack.ips() {
+            backtrace::resolve((ip - 1) as *mut std::ffi::c_void, |sym| {
+                names.push(sym.name().map(|n| n.to_string()).unwrap_or_default())
+            });
+        }
+        assert!(names.iter().any(|n| n.contains("outer")), "{names:?}");
+        assert!(
+            names.iter().any(|n| n.contains("unwinding_a_copy")),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn a_copy_too_short_for_the_callers_stops_early() {
+        let mut copy = StackCopy::new(16);
+        outer(&mut copy);
+        assert!(copy.unwind(16).ips().len() <= 2);
+    }
+}
