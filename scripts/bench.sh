@@ -8,6 +8,9 @@
 #              (pure enqueue cost); 7 configurations x 5 rounds x 100,000 launches       (~70 s)
 #   probe      launch_loop probe: host µs of a launch alone and of a launch + one candidate
 #              progress signal (cuStreamWriteValue64/32, cuEventRecord, ...), no shim      (~5 s)
+#   graph      graph_markers: µs per CUDA-graph replay without and with a progress-marker node
+#              after each kernel, same results?, and whether the marker names a faulting node
+#              exactly (an experiment for markers inside graphs; no shim)                (~5 s)
 #   train      PyTorch training step, small GPT (GPU-bound) and tiny (host-bound) in one process,
 #              ms per step; 3 configurations x 3 rounds x 20 steps                        (~60 s)
 #   memory     resident memory after 1M and after all of BENCH_MEM_N back-to-back launches,
@@ -65,7 +68,7 @@ S="LD_PRELOAD=$LIB CUDABLAME_REPORT=off"
 unset LD_PRELOAD CUDA_LAUNCH_BLOCKING
 while read -r v; do unset "$v"; done < <(compgen -e | grep '^CUDABLAME_')
 
-ALL=(launch probe train memory latency stats sanitizer)
+ALL=(launch probe graph train memory latency stats sanitizer)
 PARTS=("$@")
 ((${#PARTS[@]})) || PARTS=(all)
 for p in "${PARTS[@]}"; do
@@ -249,6 +252,18 @@ if wants probe && loop_built; then
   echo "the same on the legacy default stream (where PyTorch launches):"
   run_one "" "$BIN" "$PROBE_N" probe-legacy
   part_end probe
+fi
+
+# -------------------------------------------------------------------------------------- graph
+
+if wants graph; then
+  part_start graph
+  if "$NVCC" -O2 -arch="$ARCH" -o "$BUILD/graph_markers" cuda-samples/bench/graph_markers.cu -lcuda; then
+    run_one "" "$BUILD/graph_markers" 64 300
+  else
+    echo "graph_markers: build failed"
+  fi
+  part_end graph
 fi
 
 # -------------------------------------------------------------------------------------- train
