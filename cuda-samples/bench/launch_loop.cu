@@ -10,7 +10,8 @@
 //   created stream, probe-legacy on the legacy default stream, as PyTorch launches), host µs per call of an
 //   empty-kernel launch alone and of a launch followed by one candidate progress signal:
 //   cuStreamWriteValue64 / cuStreamWriteValue32 (flags 0) to pinned device-mapped host memory,
-//   cuEventRecord (CU_EVENT_DISABLE_TIMING), cuEventRecord + cuEventQuery, cuStreamQuery,
+//   cuStreamBatchMemOp (one 64-bit write), cuEventRecord (CU_EVENT_DISABLE_TIMING),
+//   cuEventRecord + cuEventQuery, cuStreamQuery,
 //   cuCtxGetCurrent; plus, when the driver
 //   accepts them, the CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER writes. N calls per item, the items
 //   interleaved batch by batch in rotating order. One line per item:
@@ -103,7 +104,7 @@ static double stream_mode(cudaStream_t s, int n) {
 
 // ------------------------------------------------------------------------------------ probe mode
 
-enum Kind { LAUNCH, WV64, WV32, EVENT, QUERY, CTX, WV32_NB, WV64_NB, EVENT_QUERY };
+enum Kind { LAUNCH, WV64, WV32, EVENT, QUERY, CTX, WV32_NB, WV64_NB, EVENT_QUERY, BATCH64 };
 
 struct Item {
     const char *name;
@@ -133,6 +134,14 @@ static inline CUresult signal(Kind kind, const Target &t, uint64_t seq) {
         return cuStreamWriteValue32(t.stream, t.slot32, (cuuint32_t)seq, 0);
     case EVENT:
         return cuEventRecord(t.event, t.stream);
+    case BATCH64: {
+        CUstreamBatchMemOpParams op = {};
+        op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        op.writeValue.address = t.slot64;
+        op.writeValue.value64 = (cuuint64_t)seq;
+        op.writeValue.flags = 0;
+        return cuStreamBatchMemOp(t.stream, 1, &op, 0);
+    }
     case EVENT_QUERY: {
         CUresult r = cuEventRecord(t.event, t.stream);
         if (r != CUDA_SUCCESS) return r;
@@ -189,6 +198,7 @@ static int probe_mode(cudaStream_t s, int n) {
         {"launch", LAUNCH, false, false, 0, {}},
         {"launch_wv64", WV64, false, false, 0, {}},
         {"launch_wv32", WV32, false, false, 0, {}},
+        {"launch_batch64", BATCH64, true, false, 0, {}},
         {"launch_event", EVENT, false, false, 0, {}},
         {"launch_event_query", EVENT_QUERY, false, false, 0, {}},
         {"launch_query", QUERY, false, false, 0, {}},
@@ -208,7 +218,7 @@ static int probe_mode(cudaStream_t s, int n) {
             continue;
         }
         check_cu(cuStreamSynchronize(t.stream), "cuStreamSynchronize");
-        bool wrote64 = it.kind == WV64 || it.kind == WV64_NB;
+        bool wrote64 = it.kind == WV64 || it.kind == WV64_NB || it.kind == BATCH64;
         bool wrote32 = it.kind == WV32 || it.kind == WV32_NB;
         if ((wrote64 && *host64 != 42) || (wrote32 && *host32 != 42)) {
             fprintf(stderr, "launch_loop: %s: the value did not arrive in host memory\n", it.name);
