@@ -9,7 +9,9 @@
 //! dlsym,        functions  + progress marker  of the real  faulted    JSON file
 //! cuGetProcAddress          + native stack    call
 //! ```
-//! `cuda` holds the FFI types and the one declared list of hooked entry points; `stack` captures
+//! `real::printf` also captures the device-side assert lines the driver prints (patching only
+//! `libcuda.so.1`'s own `vfprintf` import slot when the driver is first found); `blame` uses the
+//! kernel they name. `cuda` holds the FFI types and the one declared list of hooked entry points; `stack` captures
 //! and symbolizes host stacks; `config` reads the `CUDABLAME_*` variables; `safety` keeps the
 //! program unchanged (panics contained, stderr writes that cannot hurt, fork handling).
 
