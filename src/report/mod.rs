@@ -70,6 +70,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
         }
     };
 
+    let device_assert = device_assert();
     let (culprit, suspects, culprit_at) = match failed_launch {
         Some(op) => {
             let reason = format!(
@@ -83,27 +84,70 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                     reason,
                     op: Some(op),
                     hint: None,
+                    device_assert: None,
+                    candidates: Vec::new(),
+                    not_exact: None,
                 },
                 Vec::new(),
                 None,
             )
         }
         None => {
-            let v = blame::judge(&views, context);
+            let assert_kernel = device_assert
+                .as_ref()
+                .and_then(|a| a.kernel.as_deref())
+                .and_then(real::printf::kernel_base_name);
+            let v = {
+                let mut kernels = |o: &OpRecord| names.kernels_of(o);
+                blame::judge_with(
+                    &views,
+                    context,
+                    &mut blame::Clues {
+                        kernels: &mut kernels,
+                        assert_kernel: assert_kernel.as_deref(),
+                    },
+                )
+            };
             let op = v
                 .culprit
                 .map(|at| names.op(&views[at.0].ops[at.1], now, "culprit", true));
-            let suspects = v
+            let suspects: Vec<Op> = v
                 .suspects
                 .iter()
                 .map(|&at| names.op(&views[at.0].ops[at.1], now, "not completed", true))
                 .collect();
+            let candidates = v
+                .candidates
+                .iter()
+                .map(|r| {
+                    let o = r.at.and_then(|at| {
+                        let o = &views[at.0].ops[at.1];
+                        op.iter()
+                            .chain(suspects.iter())
+                            .find(|x| x.seq == o.seq && x.stream == o.stream.describe())
+                    });
+                    Candidate {
+                        seq: r.seq,
+                        stream: views[r.stream].id.describe(),
+                        kernel: o.and_then(|o| o.kernel.clone()),
+                        launched_at: o.and_then(program_frame),
+                        evidence: r.evidence.clone(),
+                    }
+                })
+                .collect();
+            let device_assert = device_assert.clone().map(|mut a| {
+                a.matches_culprit = v.assert_matched;
+                a
+            });
             (
                 Culprit {
                     confidence: v.confidence,
                     reason: v.reason,
                     op,
                     hint: None,
+                    device_assert,
+                    candidates,
+                    not_exact: v.not_exact,
                 },
                 suspects,
                 v.culprit,
@@ -204,6 +248,28 @@ impl Names {
             .clone()
     }
 
+    /// Demangled names of the kernels `o` runs: its kernel, or a graph launch's captured kernels.
+    fn kernels_of(&mut self, o: &OpRecord) -> Vec<String> {
+        match o.launch.kind {
+            OpKind::Kernel => self
+                .kernel(o.launch.handle)
+                .map(|k| stack::demangle(&k))
+                .into_iter()
+                .collect(),
+            OpKind::Graph => record::graphs::of_exec(o.launch.handle)
+                .map(|g| {
+                    g.ops
+                        .iter()
+                        .filter(|c| c.launch.kind == OpKind::Kernel)
+                        .filter_map(|c| self.kernel(c.launch.handle))
+                        .map(|k| stack::demangle(&k))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
     fn op(&mut self, o: &OpRecord, now: u64, state: &str, with_stack: bool) -> Op {
         let symbol = match o.launch.kind {
             OpKind::Kernel => self.kernel(o.launch.handle),
@@ -280,6 +346,57 @@ impl Names {
             captured_by_thread: g.thread,
         }
     }
+}
+
+/// The device-side assert lines the driver printed (`real::printf`), the first one parsed.
+fn device_assert() -> Option<DeviceAssert> {
+    let (lines, seen) = real::printf::captured();
+    let text = lines.into_iter().next()?;
+    let a = real::printf::parse(&text);
+    Some(DeviceAssert {
+        text,
+        file: a.file,
+        line: a.line,
+        kernel: a.kernel,
+        block: a.block,
+        thread: a.thread,
+        condition: a.condition,
+        lines: seen,
+        matches_culprit: false,
+    })
+}
+
+/// The program frame that launched an op, `function at file:line`: the innermost Python frame of
+/// the program's own files, else the innermost native frame with a source line outside the CUDA
+/// headers and nvcc's stubs.
+fn program_frame(o: &Op) -> Option<String> {
+    let describe = |f: &Frame| {
+        Some(format!(
+            "{} at {}:{}",
+            f.function.as_deref().unwrap_or("??"),
+            f.file.as_deref()?,
+            f.line?
+        ))
+    };
+    let py = o.python.python_stack.iter().find(|f| {
+        f.file.as_deref().is_some_and(|file| {
+            !file.contains("/site-packages/")
+                && !file.contains("/dist-packages/")
+                && !file.contains("/lib/python3")
+                && !file.starts_with("<frozen ")
+        })
+    });
+    if let Some(d) = py.and_then(describe) {
+        return Some(d);
+    }
+    o.stack
+        .iter()
+        .filter(|f| {
+            f.file.as_deref().is_some_and(|file| {
+                !file.contains("/crt/") && !file.contains(".stub.c") && !file.contains("/cuda/")
+            }) && f.line.is_some()
+        })
+        .find_map(describe)
 }
 
 /// The rank of this process in a multi-process job: `RANK` (torchrun), `SLURM_PROCID`,
