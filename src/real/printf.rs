@@ -137,6 +137,11 @@ pub fn hook_driver(addr_in_driver: usize) {
         let n =
             std::panic::catch_unwind(|| unsafe { imp::patch_module(addr_in_driver) }).unwrap_or(0);
         PATCHED.fetch_add(n, Ordering::Relaxed);
+        if crate::config::get().debug {
+            crate::safety::say(&format!(
+                "cudablame: device-assert capture: {n} stdio import slots of the driver patched"
+            ));
+        }
     }
     #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
     let _ = addr_in_driver;
