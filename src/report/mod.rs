@@ -325,6 +325,11 @@ impl Names {
             stack,
             python,
             graph,
+            thread_start: if with_stack {
+                thread_start(o.thread)
+            } else {
+                None
+            },
         }
     }
 
@@ -345,6 +350,58 @@ impl Names {
             captured_at: stack::symbolize(g.captured_at.ips(), config::get().stack_depth),
             captured_by_thread: g.thread,
         }
+    }
+}
+
+/// What thread `tid` was started to run (see `threads`), in words.
+fn thread_start(tid: u32) -> Option<String> {
+    let s = crate::threads::start_of(tid)?;
+    // Symbolize a function's entry: symbolize looks up one byte before a return address, so pass
+    // one byte into the function; the outermost frame there is the function itself (the first
+    // ones are what it inlined).
+    // With line tables, the outermost frame in the program's own sources (not a system header)
+    // is where the callable is written.
+    let at = |addr: usize| {
+        let frames = stack::symbolize(&[addr + 2], 8);
+        let system = |f: &Frame| {
+            f.file
+                .as_deref()
+                .is_none_or(|p| p.starts_with("/usr/include/") || p.contains("/c++/"))
+        };
+        let f = frames
+            .iter()
+            .rev()
+            .find(|f| !system(f))
+            .or(frames.last())?
+            .clone();
+        let module = f
+            .module
+            .as_deref()
+            .map(|m| m.rsplit('/').next().unwrap_or(m));
+        Some(match (f.function, f.file, f.line, module) {
+            (Some(n), Some(file), Some(line), _) => format!("{n} at {file}:{line}"),
+            (Some(n), _, _, Some(m)) => format!("{n} in {m}"),
+            (None, _, _, Some(m)) => format!("in {m}"),
+            (n, ..) => n.unwrap_or_else(|| "??".into()),
+        })
+    };
+    match crate::threads::type_name(&s) {
+        Some(t) => {
+            let ty = crate::threads::demangle_type(t.trim_start_matches('*'));
+            // `std::thread::_State_impl<std::thread::_Invoker<std::tuple<F, args...> > >`: F.
+            let callable = ty
+                .find("std::tuple<")
+                .map(|i| ty[i + "std::tuple<".len()..].trim_end_matches(['>', ' ']))
+                .unwrap_or(&ty)
+                .to_string();
+            let run = if s.run != 0 { at(s.run) } else { None };
+            Some(match run {
+                Some(r) => format!("std::thread running {callable} ({r})"),
+                None => format!("std::thread running {callable}"),
+            })
+        }
+        None if s.start != 0 => at(s.start).map(|r| format!("thread start routine {r}")),
+        None => None,
     }
 }
 

@@ -206,6 +206,11 @@ pub struct Op {
     /// whose capture cudablame did not see).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph: Option<GraphOps>,
+    /// What the launching thread was started to run, when it was created by `pthread_create`
+    /// (a `std::thread`'s callable, or the start routine), e.g. `std::thread running
+    /// main::{lambda()#1} (_M_run at app.cu:40)`. Absent for the main thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_start: Option<String>,
 }
 
 /// Python frames of one thread, as they appear in an op and in the reporting call.

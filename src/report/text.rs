@@ -448,6 +448,9 @@ pub fn render(r: &Report) -> String {
             );
             let _ = writeln!(out, "    launched by {} from:", o.entry_point);
             stacks(&mut out, &o.python, &o.stack);
+            if let Some(t) = &o.thread_start {
+                let _ = writeln!(out, "    on a thread started as: {t}");
+            }
         }
         None => {
             let _ = writeln!(out, "culprit [{:?}]: not identified", r.culprit.confidence);
