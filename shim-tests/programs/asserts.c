@@ -9,7 +9,10 @@
  *             kernels (200 ms each) launched last. Both streams have unfinished work; the
  *             assert names check_kernel: exact.
  *   no_assert the same as two_busy with bad_kernel, which faults with 700 and prints nothing:
- *             likely. */
+ *             likely.
+ *   graph     stream G: a graph captured from fill, check_kernel, fill, launched; then stream A:
+ *             three spins. The graph launch and A's spin are the candidates; the assert names a
+ *             kernel of the graph: exact, the graph launch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +64,20 @@ int main(int argc, char **argv) {
         check("fill", launch(fill, NULL));
         launch_asserting(check_kernel, NULL);
         check("fill", launch(fill, NULL));
+    } else if (!strcmp(scenario, "graph")) {
+        CUstream a, g;
+        CUgraph graph;
+        CUgraphExec exec;
+        check("stream a", cuStreamCreate(&a, 1));
+        check("stream g", cuStreamCreate(&g, 1));
+        check("begin", cuStreamBeginCapture_v2(g, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        check("fill", launch(fill, g));
+        launch_asserting(check_kernel, g);
+        check("fill", launch(fill, g));
+        check("end", cuStreamEndCapture(g, &graph));
+        check("instantiate", cuGraphInstantiateWithFlags(&exec, graph, 0));
+        check("graph launch", cuGraphLaunch(exec, g));
+        for (int i = 0; i < 3; i++) check("spin", launch(spin, a));
     } else {
         CUstream a, b;
         check("stream a", cuStreamCreate(&a, 1));

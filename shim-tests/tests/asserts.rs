@@ -95,3 +95,19 @@ fn two_busy_streams_without_an_assert_are_likely_with_every_candidate() {
     assert!(r.stderr.contains("    not exact: "), "{}", r.stderr);
     assert!(r.stderr.contains("    candidate 2: #"), "{}", r.stderr);
 }
+
+#[test]
+fn an_assert_inside_a_graph_launch_is_exact() {
+    let plain = run(&asserts(), &["graph"], false, &[]);
+    let r = run(&asserts(), &["graph"], true, &[]);
+    assert_eq!(r.stdout, plain.stdout);
+    let rep = r.report();
+    assert_eq!(
+        rep["culprit"]["confidence"], "exact",
+        "{}",
+        rep["culprit"]["reason"]
+    );
+    assert_eq!(r.culprit()["kind"], "graph");
+    assert_eq!(r.culprit()["kernel"], "graph: fill, check_kernel");
+    assert_eq!(rep["culprit"]["device_assert"]["matches_culprit"], true);
+}
