@@ -3,7 +3,9 @@
 //
 // Build and run (CUDA 13.0, H200):
 //   nvcc -O2 -g -arch=sm_90 -o /tmp/graph_marker_probe cuda-samples/bench/graph_marker_probe.cu -lcuda
-//   /tmp/graph_marker_probe
+//   /tmp/graph_marker_probe inline     # R3 on the inline variant (the one that can be exact)
+//   /tmp/graph_marker_probe side       # R3 on the side-branch variant
+// (A fault kills the context: each run can test one variant's faulting replay.)
 //
 // The user's graph: a chain of N tiny kernels (bump), captured from a stream. The marked copy
 // (what cudablame would instantiate instead, at cuGraphInstantiate): cuGraphClone of it, plus per
@@ -11,6 +13,10 @@
 // pinned, device-mapped host memory) that depends on that kernel only (a side branch: no user node
 // waits for it), plus one memset node depending on every node that zeroes the slots at the end
 // of a replay that completed (so a faulting replay leaves exactly its completed kernels' marks).
+// A side-branch mark races with the next kernel: when that kernel faults, the previous kernel's
+// mark may be killed before it is written. The "inline" variant puts each mark on the chain
+// (kernel -> mark -> next kernel; captured with cuStreamWriteValue64 after each launch, then the
+// reset memset), which cannot race but sits on the critical path. Both are timed.
 //
 // Lines printed:
 //   R1 cost N=10|100|1000: replay us without / with markers (min and median of 7 interleaved
@@ -62,7 +68,7 @@ __global__ void bump(int* buf, int i, const int* bad) {
 struct Graphs {
     int n;
     cudaGraph_t plain;
-    cudaGraphExec_t plain_exec, marked_exec;
+    cudaGraphExec_t plain_exec, marked_exec, inline_exec;
     std::vector<CUgraphNode> kernels;  // in the marked clone, in chain order
 };
 
@@ -122,6 +128,17 @@ static Graphs build(int n, cudaStream_t s, int* buf, const int* bad) {
     CUgraphNode reset;
     CU_CHECK(cuGraphAddMemsetNode(&reset, marked, all.data(), all.size(), &ms, ctx));
     CHECK(cudaGraphInstantiate(&g.marked_exec, marked, 0));
+
+    // Inline: marks on the chain, by capture.
+    cudaGraph_t inl;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < n; ++i) {
+        bump<<<1, 32, 0, s>>>(buf, i, bad);
+        CU_CHECK(cuStreamWriteValue64(reinterpret_cast<CUstream>(s), slots_dev + 8 * i, i + 1, 0));
+    }
+    CHECK(cudaMemsetAsync(reinterpret_cast<void*>(slots_dev), 0, 8 * n, s));
+    CHECK(cudaStreamEndCapture(s, &inl));
+    CHECK(cudaGraphInstantiate(&g.inline_exec, inl, 0));
     return g;
 }
 
@@ -138,7 +155,8 @@ static double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-int main() {
+int main(int argc, char** argv) {
+    const bool side = argc > 1 && strcmp(argv[1], "side") == 0;
     CHECK(cudaFree(0));
     cudaStream_t s;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -158,15 +176,18 @@ int main() {
         Graphs g = build(n, s, buf, bad);
         replay_us(g.plain_exec, s, 5);
         replay_us(g.marked_exec, s, 5);
-        std::vector<double> plain, marked;
+        replay_us(g.inline_exec, s, 5);
+        std::vector<double> plain, marked, inl;
         for (int round = 0; round < 7; ++round) {
             plain.push_back(replay_us(g.plain_exec, s, 50));
             marked.push_back(replay_us(g.marked_exec, s, 50));
+            inl.push_back(replay_us(g.inline_exec, s, 50));
         }
-        double mp = median(plain), mm = median(marked);
-        printf("R1 cost N=%d: replay %.1f us plain, %.1f us with markers (min %.1f -> %.1f): %+.3f us per kernel node\n",
-               n, mp, mm, *std::min_element(plain.begin(), plain.end()),
-               *std::min_element(marked.begin(), marked.end()), (mm - mp) / n);
+        double mp = median(plain), mm = median(marked), mi = median(inl);
+        printf("R1 cost N=%d: replay median %.1f us plain, %.1f us side-branch marks (%+.3f us per kernel), "
+               "%.1f us inline marks (%+.3f us per kernel); min %.1f / %.1f / %.1f us\n",
+               n, mp, mm, (mm - mp) / n, mi, (mi - mp) / n, *std::min_element(plain.begin(), plain.end()),
+               *std::min_element(marked.begin(), marked.end()), *std::min_element(inl.begin(), inl.end()));
         // R2: same work done: one replay of each from a zeroed buffer.
         int a[64], b[64];
         CHECK(cudaMemset(buf, 0, 64 * sizeof(int)));
@@ -177,6 +198,12 @@ int main() {
         CHECK(cudaGraphLaunch(g.marked_exec, s));
         CHECK(cudaStreamSynchronize(s));
         CHECK(cudaMemcpy(b, buf, sizeof b, cudaMemcpyDeviceToHost));
+        int c[64];
+        CHECK(cudaMemset(buf, 0, 64 * sizeof(int)));
+        CHECK(cudaGraphLaunch(g.inline_exec, s));
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaMemcpy(c, buf, sizeof c, cudaMemcpyDeviceToHost));
+        printf("R2 inline N=%d: buffers %s\n", n, memcmp(a, c, sizeof a) == 0 ? "identical" : "DIFFER");
         bool slots_clear = true;
         for (size_t i = 0; i < g.kernels.size(); ++i) slots_clear = slots_clear && slots_host[i] == 0;
         printf("R2 results N=%d: buffers %s; slots after a completed replay: %s\n", n,
@@ -188,7 +215,7 @@ int main() {
     // R3: a faulting replay of the marked N=100 graph.
     const int fault_at = 37;
     CHECK(cudaMemcpy(bad, &fault_at, sizeof fault_at, cudaMemcpyHostToDevice));
-    CHECK(cudaGraphLaunch(g100.marked_exec, s));
+    CHECK(cudaGraphLaunch(side ? g100.marked_exec : g100.inline_exec, s));
     cudaError_t e = cudaStreamSynchronize(s);
     int set = 0, first_unset = -1;
     for (int i = 0; i < g100.n; ++i) {
@@ -198,9 +225,9 @@ int main() {
             first_unset = i;
         }
     }
-    printf("R3 fault: sync returned %s; %d of %d slots set (expected %d), first unset slot %d "
+    printf("R3 fault (%s marks): sync returned %s; %d of %d slots set (expected %d), first unset slot %d "
            "(expected %d, the faulting kernel): markers inside graphs %s\n",
-           cudaGetErrorName(e), set, g100.n, fault_at, first_unset, fault_at,
+           side ? "side-branch" : "inline", cudaGetErrorName(e), set, g100.n, fault_at, first_unset, fault_at,
            (set == fault_at && first_unset == fault_at) ? "name the faulting node" : "do NOT name it");
     return 0;
 }
