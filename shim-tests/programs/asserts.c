@@ -12,7 +12,9 @@
  *             likely.
  *   graph     stream G: a graph captured from fill, check_kernel, fill, launched; then stream A:
  *             three spins. The graph launch and A's spin are the candidates; the assert names a
- *             kernel of the graph: exact, the graph launch. */
+ *             kernel of the graph: exact, the graph launch.
+ *   nccl      like no_assert, but stream A runs a (fake) NCCL all-reduce kernel, launched last:
+ *             likely, bad_kernel ranked first (communication kernels rank last). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +25,10 @@ static const char *MODULE =
     "// fake: quick\n"
     "// fake: spin delay_us=200000\n"
     "// fake: check_kernel fault=710 assert=i<n delay_us=20000\n"
-    "// fake: bad_kernel fault=700 delay_us=20000\n";
+    "// fake: bad_kernel fault=700 delay_us=20000\n"
+    "// fake: ncclDevKernel_AllReduce_Sum_f32_RING_LL delay_us=200000\n";
 
-static CUfunction fill, quick, spin, check_kernel, bad_kernel;
+static CUfunction fill, quick, spin, check_kernel, bad_kernel, nccl;
 
 static void check(const char *what, CUresult rc) {
     if (rc != 0) {
@@ -58,6 +61,7 @@ int main(int argc, char **argv) {
     check("f3", cuModuleGetFunction(&spin, mod, "spin"));
     check("f4", cuModuleGetFunction(&check_kernel, mod, "check_kernel"));
     check("f5", cuModuleGetFunction(&bad_kernel, mod, "bad_kernel"));
+    check("f6", cuModuleGetFunction(&nccl, mod, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
     check("sync0", cuCtxSynchronize());
     if (!strcmp(scenario, "one")) {
         check("fill", launch(fill, NULL));
@@ -83,8 +87,9 @@ int main(int argc, char **argv) {
         check("stream a", cuStreamCreate(&a, 1));
         check("stream b", cuStreamCreate(&b, 1));
         check("quick", launch(quick, b));
-        launch_asserting(strcmp(scenario, "no_assert") ? check_kernel : bad_kernel, b);
-        for (int i = 0; i < 3; i++) check("spin", launch(spin, a));
+        int faults = !strcmp(scenario, "no_assert") || !strcmp(scenario, "nccl");
+        launch_asserting(faults ? bad_kernel : check_kernel, b);
+        for (int i = 0; i < 3; i++) check("spin", launch(!strcmp(scenario, "nccl") ? nccl : spin, a));
     }
     printf("after_launches\n");
     CUresult rc = cuCtxSynchronize();

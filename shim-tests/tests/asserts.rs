@@ -111,3 +111,21 @@ fn an_assert_inside_a_graph_launch_is_exact() {
     assert_eq!(r.culprit()["kernel"], "graph: fill, check_kernel");
     assert_eq!(rep["culprit"]["device_assert"]["matches_culprit"], true);
 }
+
+#[test]
+fn a_communication_kernel_ranks_after_the_other_candidate() {
+    // Without the rule, the all-reduce (launched last) would rank first.
+    let r = run(&asserts(), &["nccl"], true, &[]);
+    let rep = r.report();
+    assert_eq!(rep["culprit"]["confidence"], "likely");
+    assert_eq!(r.culprit()["kernel"], "bad_kernel", "{}", r.stderr);
+    let c = rep["culprit"]["candidates"].as_array().expect("candidates");
+    assert_eq!(c[1]["kernel"], "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+    assert!(
+        c[1]["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("communication kernel"),
+        "{c:?}"
+    );
+}
