@@ -24,13 +24,18 @@
 #
 # EXPECT line format (first line of the sample matching it, in // or # comment):
 #   EXPECT kernel=SUB [site=SUB] error=CUDA_ERROR_X confidence=exact|likely|suspect
-#          [reporter=SUB] [pysite=SUB] [hint=SUB]
+#          [reporter=SUB] [pysite=SUB] [hint=SUB] [assert=SUB] [stdout=same]
 #     kernel   substring of culprit.op.kernel
 #     site     substring of some culprit.op.stack[].function
 #     reporter substring of reporting_call.entry_point
-#     pysite   substring of some culprit.op.python_stack[].function
+#     pysite   substring of some culprit.op.python_stack[].function; a comma
+#              list: each must be in some frame
 #     hint     substring of culprit.hint (the one line of advice for well-known
 #              loss and indexing kernels, src/report/hints.rs)
+#     assert   substring of culprit.device_assert.text (the device-side assert
+#              line the driver printed, captured by the shim); assert=any: any
+#     stdout   "same": the program's stdout must be byte for byte the same with
+#              and without the shim (the driver's assert lines included)
 #   A value with spaces goes in double quotes: hint="number of classes".
 # A line "EXPECT-OPTIONAL" marks a case whose missing report counts as skipped.
 #
@@ -119,6 +124,7 @@ check_report() {
 import json, os, re, sys
 
 name, source, report, rc_base, rc_shim, sig_base, sig_shim = sys.argv[1:8]
+out_base, out_shim = (sys.argv[8:10] + ["", ""])[:2]
 rc_base, rc_shim = int(rc_base), int(rc_shim)
 
 expect, optional = None, False
@@ -208,13 +214,26 @@ if "kernel" in expect and expect["kernel"] not in (kernel or ""):
 if "site" in expect and not any(expect["site"] in fn for fn in stack_fns):
     problems.append(f"culprit.op.stack: no function containing {expect['site']!r} "
                     f"(functions: {short(stack_fns[:8], 300)})")
-if "pysite" in expect and not any(expect["pysite"] in fn for fn in py_fns):
-    problems.append(f"culprit.op.python_stack: no function containing {expect['pysite']!r} "
-                    f"(functions: {short(py_fns[:8], 300)})")
+for want in (expect["pysite"].split(",") if "pysite" in expect else []):
+    if not any(want in fn for fn in py_fns):
+        problems.append(f"culprit.op.python_stack: no function containing {want!r} "
+                        f"(functions: {short(py_fns[:8], 300)})")
 if "reporter" in expect and expect["reporter"] not in (entry or ""):
     problems.append(f"reporting_call.entry_point: expected to contain {expect['reporter']!r}, got {entry!r}")
 if "hint" in expect and expect["hint"] not in (hint or ""):
     problems.append(f"culprit.hint: expected to contain {expect['hint']!r}, got {short(hint)!r}")
+dev_assert = get(r, "culprit", "device_assert")
+assert_text = get(dev_assert, "text") or ""
+if "assert" in expect and not (assert_text if expect["assert"] == "any" else expect["assert"] in assert_text):
+    problems.append(f"culprit.device_assert.text: expected to contain {expect['assert']!r}, got {short(assert_text)!r}")
+if expect.get("stdout") == "same":
+    try:
+        same = open(out_base, "rb").read() == open(out_shim, "rb").read()
+    except OSError as e:
+        same = False
+        problems.append(f"stdout: cannot compare: {e}")
+    if not same:
+        problems.append(f"transparency: stdout differs with the shim ({out_base} vs {out_shim})")
 
 site_fn = next((fn for fn in stack_fns if expect.get("site") and expect["site"] in fn), None)
 details = [
@@ -230,6 +249,9 @@ details = [
 ]
 if hint or "hint" in expect:
     details.insert(4, f"hint: {short(hint, 200)}")
+if dev_assert:
+    details.insert(4, f"assert: {short(assert_text, 200)} (matches culprit: {get(dev_assert, 'matches_culprit')}, "
+                      f"{get(dev_assert, 'lines')} lines)")
 if problems:
     finish("fail", "; ".join(problems), details)
 finish("pass", None, details)
@@ -260,7 +282,7 @@ run_case() {
     echo "-- $name: with shim:    exit $rc_shim: ${sig_shim:-$(last_line "$shim_err")}"
 
     out=$(check_report "$name" "$source" "$report" "$rc_base" "$rc_shim" \
-        "$sig_base" "$sig_shim" 2>&1)
+        "$sig_base" "$sig_shim" "$base_out" "$shim_out" 2>&1)
     rc_check=$?
     case $rc_check in
         0) record pass "$out" ;;

@@ -9,7 +9,10 @@
 //! dlsym,        functions  + progress marker  of the real  faulted    JSON file
 //! cuGetProcAddress          + native stack    call
 //! ```
-//! `cuda` holds the FFI types and the one declared list of hooked entry points; `stack` captures
+//! `real::printf` also captures the device-side assert lines the driver prints (patching only
+//! `libcuda.so.1`'s own `vfprintf` import slot when the driver is first found); `blame` uses the
+//! kernel they name. `threads` notes what each thread was started to run (`pthread_create`), for
+//! launches whose stack lost the program's frames. `cuda` holds the FFI types and the one declared list of hooked entry points; `stack` captures
 //! and symbolizes host stacks; `config` reads the `CUDABLAME_*` variables; `safety` keeps the
 //! program unchanged (panics contained, stderr writes that cannot hurt, fork handling).
 
@@ -23,5 +26,6 @@ pub mod record;
 pub mod report;
 pub mod safety;
 pub mod stack;
+pub mod threads;
 
 pub use safety::guarded;

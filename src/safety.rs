@@ -234,6 +234,7 @@ extern "C" fn after_fork_in_child() {
     let _ = std::panic::catch_unwind(|| {
         crate::record::forget_after_fork();
         crate::detect::reset_after_fork();
+        crate::real::printf::reset_after_fork();
         crate::stack::forget_after_fork();
     });
 }

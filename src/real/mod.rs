@@ -6,6 +6,8 @@
 //! with `dlvsym(RTLD_NEXT, "dlsym", version)`. (This is also why the `libloading` crate is not used:
 //! its lookups go through the interposed `dlsym`.)
 
+pub mod printf;
+
 use crate::cuda::entry_points::EntryPoint;
 use crate::cuda::*;
 use std::ffi::{c_char, c_void, CStr};
@@ -173,6 +175,8 @@ impl Driver {
             .map(|(&ep, &a)| (a, ep))
             .collect();
         by_address.sort_by_key(|&(a, _)| a);
+        // Device-side assert text: the driver's own vfprintf (and friends) slots, see `printf`.
+        printf::hook_driver(sym(handle, c"cuInit"));
         let own = OwnCalls {
             ctx_get_current: own_fn!(handle, c"cuCtxGetCurrent"),
             ctx_get_device: own_fn!(handle, c"cuCtxGetDevice"),

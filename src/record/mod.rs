@@ -296,6 +296,7 @@ pub fn thread_id() -> u32 {
         if t.get() == 0 {
             // SAFETY: gettid has no preconditions.
             t.set(unsafe { libc::gettid() } as u32);
+            crate::threads::bind_current(t.get());
         }
         t.get()
     })

@@ -70,6 +70,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
         }
     };
 
+    let device_assert = device_assert();
     let (culprit, suspects, culprit_at) = match failed_launch {
         Some(op) => {
             let reason = format!(
@@ -83,27 +84,70 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                     reason,
                     op: Some(op),
                     hint: None,
+                    device_assert: None,
+                    candidates: Vec::new(),
+                    not_exact: None,
                 },
                 Vec::new(),
                 None,
             )
         }
         None => {
-            let v = blame::judge(&views, context);
+            let assert_kernel = device_assert
+                .as_ref()
+                .and_then(|a| a.kernel.as_deref())
+                .and_then(real::printf::kernel_base_name);
+            let v = {
+                let mut kernels = |o: &OpRecord| names.kernels_of(o);
+                blame::judge_with(
+                    &views,
+                    context,
+                    &mut blame::Clues {
+                        kernels: &mut kernels,
+                        assert_kernel: assert_kernel.as_deref(),
+                    },
+                )
+            };
             let op = v
                 .culprit
                 .map(|at| names.op(&views[at.0].ops[at.1], now, "culprit", true));
-            let suspects = v
+            let suspects: Vec<Op> = v
                 .suspects
                 .iter()
                 .map(|&at| names.op(&views[at.0].ops[at.1], now, "not completed", true))
                 .collect();
+            let candidates = v
+                .candidates
+                .iter()
+                .map(|r| {
+                    let o = r.at.and_then(|at| {
+                        let o = &views[at.0].ops[at.1];
+                        op.iter()
+                            .chain(suspects.iter())
+                            .find(|x| x.seq == o.seq && x.stream == o.stream.describe())
+                    });
+                    Candidate {
+                        seq: r.seq,
+                        stream: views[r.stream].id.describe(),
+                        kernel: o.and_then(|o| o.kernel.clone()),
+                        launched_at: o.and_then(program_frame),
+                        evidence: r.evidence.clone(),
+                    }
+                })
+                .collect();
+            let device_assert = device_assert.clone().map(|mut a| {
+                a.matches_culprit = v.assert_matched;
+                a
+            });
             (
                 Culprit {
                     confidence: v.confidence,
                     reason: v.reason,
                     op,
                     hint: None,
+                    device_assert,
+                    candidates,
+                    not_exact: v.not_exact,
                 },
                 suspects,
                 v.culprit,
@@ -204,6 +248,28 @@ impl Names {
             .clone()
     }
 
+    /// Demangled names of the kernels `o` runs: its kernel, or a graph launch's captured kernels.
+    fn kernels_of(&mut self, o: &OpRecord) -> Vec<String> {
+        match o.launch.kind {
+            OpKind::Kernel => self
+                .kernel(o.launch.handle)
+                .map(|k| stack::demangle(&k))
+                .into_iter()
+                .collect(),
+            OpKind::Graph => record::graphs::of_exec(o.launch.handle)
+                .map(|g| {
+                    g.ops
+                        .iter()
+                        .filter(|c| c.launch.kind == OpKind::Kernel)
+                        .filter_map(|c| self.kernel(c.launch.handle))
+                        .map(|k| stack::demangle(&k))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
     fn op(&mut self, o: &OpRecord, now: u64, state: &str, with_stack: bool) -> Op {
         let symbol = match o.launch.kind {
             OpKind::Kernel => self.kernel(o.launch.handle),
@@ -259,6 +325,11 @@ impl Names {
             stack,
             python,
             graph,
+            thread_start: if with_stack {
+                thread_start(o.thread)
+            } else {
+                None
+            },
         }
     }
 
@@ -280,6 +351,109 @@ impl Names {
             captured_by_thread: g.thread,
         }
     }
+}
+
+/// What thread `tid` was started to run (see `threads`), in words.
+fn thread_start(tid: u32) -> Option<String> {
+    let s = crate::threads::start_of(tid)?;
+    // Symbolize a function's entry: symbolize looks up one byte before a return address, so pass
+    // one byte into the function; the outermost frame there is the function itself (the first
+    // ones are what it inlined).
+    // With line tables, the outermost frame in the program's own sources (not a system header)
+    // is where the callable is written.
+    let at = |addr: usize| {
+        let frames = stack::symbolize(&[addr + 2], 8);
+        let system = |f: &Frame| {
+            f.file
+                .as_deref()
+                .is_none_or(|p| p.starts_with("/usr/include/") || p.contains("/c++/"))
+        };
+        let f = frames
+            .iter()
+            .rev()
+            .find(|f| !system(f))
+            .or(frames.last())?
+            .clone();
+        let module = f
+            .module
+            .as_deref()
+            .map(|m| m.rsplit('/').next().unwrap_or(m));
+        Some(match (f.function, f.file, f.line, module) {
+            (Some(n), Some(file), Some(line), _) => format!("{n} at {file}:{line}"),
+            (Some(n), _, _, Some(m)) => format!("{n} in {m}"),
+            (None, _, _, Some(m)) => format!("in {m}"),
+            (n, ..) => n.unwrap_or_else(|| "??".into()),
+        })
+    };
+    match crate::threads::type_name(&s) {
+        Some(t) => {
+            let ty = crate::threads::demangle_type(t.trim_start_matches('*'));
+            // `std::thread::_State_impl<std::thread::_Invoker<std::tuple<F, args...> > >`: F.
+            let callable = ty
+                .find("std::tuple<")
+                .map(|i| ty[i + "std::tuple<".len()..].trim_end_matches(['>', ' ']))
+                .unwrap_or(&ty)
+                .to_string();
+            let run = if s.run != 0 { at(s.run) } else { None };
+            Some(match run {
+                Some(r) => format!("std::thread running {callable} ({r})"),
+                None => format!("std::thread running {callable}"),
+            })
+        }
+        None if s.start != 0 => at(s.start).map(|r| format!("thread start routine {r}")),
+        None => None,
+    }
+}
+
+/// The device-side assert lines the driver printed (`real::printf`), the first one parsed.
+fn device_assert() -> Option<DeviceAssert> {
+    let (lines, seen) = real::printf::captured();
+    let text = lines.into_iter().next()?;
+    let a = real::printf::parse(&text);
+    Some(DeviceAssert {
+        text,
+        file: a.file,
+        line: a.line,
+        kernel: a.kernel,
+        block: a.block,
+        thread: a.thread,
+        condition: a.condition,
+        lines: seen,
+        matches_culprit: false,
+    })
+}
+
+/// The program frame that launched an op, `function at file:line`: the innermost Python frame of
+/// the program's own files, else the innermost native frame with a source line outside the CUDA
+/// headers and nvcc's stubs.
+fn program_frame(o: &Op) -> Option<String> {
+    let describe = |f: &Frame| {
+        Some(format!(
+            "{} at {}:{}",
+            f.function.as_deref().unwrap_or("??"),
+            f.file.as_deref()?,
+            f.line?
+        ))
+    };
+    let py = o.python.python_stack.iter().find(|f| {
+        f.file.as_deref().is_some_and(|file| {
+            !file.contains("/site-packages/")
+                && !file.contains("/dist-packages/")
+                && !file.contains("/lib/python3")
+                && !file.starts_with("<frozen ")
+        })
+    });
+    if let Some(d) = py.and_then(describe) {
+        return Some(d);
+    }
+    o.stack
+        .iter()
+        .filter(|f| {
+            f.file.as_deref().is_some_and(|file| {
+                !file.contains("/crt/") && !file.contains(".stub.c") && !file.contains("/cuda/")
+            }) && f.line.is_some()
+        })
+        .find_map(describe)
 }
 
 /// The rank of this process in a multi-process job: `RANK` (torchrun), `SLURM_PROCID`,

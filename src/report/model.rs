@@ -122,6 +122,50 @@ pub struct Culprit {
     /// One line of advice for well-known kernels (loss, indexing), e.g. which input to check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// The device-side assert the driver printed (710), if any: it names the kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_assert: Option<DeviceAssert>,
+    /// Each stream's first unfinished op (the ops that can have faulted), most likely first, with
+    /// the evidence for its rank; only when there were several.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<Candidate>,
+    /// Why the verdict is not `exact`, in one line (absent when it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_exact: Option<String>,
+}
+
+/// A device-side assert message, as the driver printed it on stdout:
+/// `FILE:LINE: KERNEL: block: [x,y,z], thread: [x,y,z] Assertion `COND` failed.`
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct DeviceAssert {
+    /// The first assert line printed.
+    pub text: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// The kernel as the message names it (often without namespace and template arguments).
+    pub kernel: Option<String>,
+    pub block: Option<[u32; 3]>,
+    pub thread: Option<[u32; 3]>,
+    pub condition: Option<String>,
+    /// Assert lines printed in all (one per failing thread).
+    #[serde(default)]
+    pub lines: u64,
+    /// Whether the assert's kernel is the culprit op's kernel.
+    #[serde(default)]
+    pub matches_culprit: bool,
+}
+
+/// One candidate culprit when several streams had unfinished work.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub seq: u64,
+    pub stream: String,
+    pub kernel: Option<String>,
+    /// The program frame that launched it (`function at file:line`), if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched_at: Option<String>,
+    /// The evidence behind its rank, in words.
+    pub evidence: String,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -162,6 +206,11 @@ pub struct Op {
     /// whose capture cudablame did not see).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph: Option<GraphOps>,
+    /// What the launching thread was started to run, when it was created by `pthread_create`
+    /// (a `std::thread`'s callable, or the start routine), e.g. `std::thread running
+    /// main::{lambda()#1} (_M_run at app.cu:40)`. Absent for the main thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_start: Option<String>,
 }
 
 /// Python frames of one thread, as they appear in an op and in the reporting call.

@@ -437,6 +437,9 @@ pub fn render(r: &Report) -> String {
                 None => op_line(o),
             };
             let _ = writeln!(out, "culprit [{:?}]: {what}", r.culprit.confidence);
+            if let Some(a) = &r.culprit.device_assert {
+                let _ = writeln!(out, "    assert: {}", a.text);
+            }
             let _ = writeln!(
                 out,
                 "    grid ({},{},{}) block ({},{},{}) shared {} B, stream {}, device {}, thread {}, launched {} before the error",
@@ -445,12 +448,36 @@ pub fn render(r: &Report) -> String {
             );
             let _ = writeln!(out, "    launched by {} from:", o.entry_point);
             stacks(&mut out, &o.python, &o.stack);
+            if let Some(t) = &o.thread_start {
+                let _ = writeln!(out, "    on a thread started as: {t}");
+            }
         }
         None => {
             let _ = writeln!(out, "culprit [{:?}]: not identified", r.culprit.confidence);
+            if let Some(a) = &r.culprit.device_assert {
+                let _ = writeln!(out, "    assert: {}", a.text);
+            }
         }
     }
     let _ = writeln!(out, "    why: {}", r.culprit.reason);
+    if let Some(n) = &r.culprit.not_exact {
+        let _ = writeln!(out, "    not exact: {n}");
+    }
+    for (i, c) in r.culprit.candidates.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "    candidate {}: #{} {} (stream {}){}: {}",
+            i + 1,
+            c.seq,
+            c.kernel.as_deref().map(brief).unwrap_or_else(|| "?".into()),
+            c.stream,
+            c.launched_at
+                .as_deref()
+                .map(|l| format!(", launched by {l}"))
+                .unwrap_or_default(),
+            c.evidence
+        );
+    }
     if let Some(hint) = &r.culprit.hint {
         let _ = writeln!(out, "    hint: {hint}");
     }

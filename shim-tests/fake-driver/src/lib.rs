@@ -27,7 +27,11 @@
 //!   - `fault_on=K`: only the K-th execution of this kernel (1-based, counted per `CUfunction`,
 //!     i.e. per kernel per loaded module) faults; the others succeed. Needs `fault=`;
 //!   - `launch_error=CODE`: every launch returns CODE synchronously (not sticky) and enqueues
-//!     nothing (1 invalid value, 9 invalid configuration, 701 out of resources, ...).
+//!     nothing (1 invalid value, 9 invalid configuration, 701 out of resources, ...);
+//!   - `assert=COND`: when the kernel faults, first print what the real driver prints for a
+//!     device-side assert, through `vfprintf(stdout, ...)` from inside this library, one line per
+//!     failing thread (two): `fake_kernels.cu:42: NAME: block: [0,0,0], thread: [T,0,0]
+//!     Assertion `COND` failed.` (COND has no spaces; use with `fault=710`).
 //! * `// fake: module_error=CODE` makes loading the image fail with CODE.
 //!
 //! An unknown key or malformed value in a `// fake:` line fails the load with

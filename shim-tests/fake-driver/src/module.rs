@@ -31,6 +31,8 @@ pub struct KernelSpec {
     pub fault_on: Option<u64>,
     /// Error returned synchronously by every launch (nothing is enqueued).
     pub launch_error: Option<CUresult>,
+    /// When the kernel faults: print a device-side assert of this condition (see the crate doc).
+    pub assert: Option<String>,
 }
 
 /// A parsed image.
@@ -143,13 +145,14 @@ pub fn parse(text: &str) -> Result<Image, String> {
                     }
                     image.kernel(name).fault_on = Some(k)
                 }
+                (Some(name), "assert") => image.kernel(name).assert = Some(value.to_string()),
                 (Some(name), "launch_error") => {
                     image.kernel(name).launch_error = Some(parse_code(key, value).map_err(context)?)
                 }
                 (Some(_), _) => {
                     return Err(context(format!(
-                        "`{key}`: unknown kernel key (delay_us, fault, fault_on, launch_error)"
-                    )))
+                    "`{key}`: unknown kernel key (delay_us, fault, fault_on, launch_error, assert)"
+                )))
                 }
             }
         }
@@ -240,7 +243,8 @@ mod tests {
                 delay_us: 16,
                 fault: Some(700),
                 fault_on: Some(2),
-                launch_error: None
+                launch_error: None,
+                assert: None
             }
         );
         assert_eq!(image.kernels[1].1.delay_us, 200000);

@@ -21,7 +21,7 @@ use crate::signal;
 use crate::types::{CUstream, Res, CU_STREAM_LEGACY, CU_STREAM_NON_BLOCKING, CU_STREAM_PER_THREAD};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::ffi::{c_int, c_uint};
+use std::ffi::{c_char, c_int, c_uint};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::sync::{Condvar, PoisonError};
@@ -466,8 +466,29 @@ fn run_kernel(ctx: &'static Context, func: &'static Func) {
                 n,
                 code
             );
+            if let Some(condition) = &spec.assert {
+                print_assert(func, condition);
+            }
             ctx.poison(code);
         }
+    }
+}
+
+extern "C" {
+    /// `src/assert_print.c`.
+    fn fakecuda_print_assert(kernel: *const c_char, condition: *const c_char, thread: c_uint);
+}
+
+/// Prints the device-side assert lines of a faulting kernel, as the real driver does: two
+/// failing threads, through `vfprintf(stdout, ...)` from inside this library, before the fault
+/// becomes visible to any API call.
+fn print_assert(func: &Func, condition: &str) {
+    let Ok(condition) = std::ffi::CString::new(condition) else {
+        return;
+    };
+    for thread in [1, 2] {
+        // SAFETY: two NUL-terminated strings.
+        unsafe { fakecuda_print_assert(func.name.as_ptr(), condition.as_ptr(), thread) };
     }
 }
 

@@ -1,0 +1,655 @@
+//! Device-side assert text, captured as the driver prints it.
+//!
+//! On a device-side assert (710) the driver prints one line per failing thread,
+//! `FILE:LINE: KERNEL: block: [x,y,z], thread: [x,y,z] Assertion `COND` failed.`, to stdout
+//! through `vfprintf`, called from `libcuda.so.1` itself, before the error is returned (measured
+//! on driver 580). That line names the kernel, which no API can tell after the fact.
+//!
+//! When cudablame first finds the driver it patches only the driver's own import slots (GOT
+//! entries of its `R_X86_64_JUMP_SLOT` / `R_X86_64_GLOB_DAT` relocations) for the stdio output
+//! functions that take no variable arguments (`vfprintf`, `__vfprintf_chk`, `fputs`, `puts`,
+//! `fwrite`): every other module of the program keeps calling libc directly, so nothing else the
+//! program prints goes through here. The replacement formats a copy of the arguments
+//! (`vsnprintf` on a copy of the `va_list`, what `va_copy` does on x86-64), keeps assert lines in a
+//! fixed buffer (try-lock; nothing allocated, a busy buffer drops the text), then calls the
+//! function the slot held with the original arguments and returns its result: the program's
+//! output is byte for byte what it was. Full RELRO is handled (the slot's page is made writable
+//! for the write, then read-only again). x86-64 Linux only; elsewhere nothing is patched.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+/// Assert lines kept (the first ones: one per failing thread, all alike but for block/thread).
+pub const MAX_LINES: usize = 8;
+/// Bytes kept per line (longer lines are cut).
+pub const LINE_BYTES: usize = 512;
+
+struct Buffer {
+    /// Text of the line being assembled (a line may come in several calls).
+    partial: [u8; LINE_BYTES],
+    partial_len: usize,
+    lines: [[u8; LINE_BYTES]; MAX_LINES],
+    lens: [usize; MAX_LINES],
+    kept: usize,
+}
+
+struct Shared {
+    busy: AtomicBool,
+    buf: std::cell::UnsafeCell<Buffer>,
+}
+
+// SAFETY: `buf` is only touched by the thread that set `busy` (try-lock below).
+unsafe impl Sync for Shared {}
+
+static SHARED: Shared = Shared {
+    busy: AtomicBool::new(false),
+    buf: std::cell::UnsafeCell::new(Buffer {
+        partial: [0; LINE_BYTES],
+        partial_len: 0,
+        lines: [[0; LINE_BYTES]; MAX_LINES],
+        lens: [0; MAX_LINES],
+        kept: 0,
+    }),
+};
+
+/// Assert lines the driver printed, including those not kept.
+static SEEN: AtomicU64 = AtomicU64::new(0);
+/// Slots patched (for tests and `CUDABLAME_DEBUG`).
+pub static PATCHED: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs `f` on the buffer if no other thread holds it; `spin` tries before giving up.
+fn with_buffer<T>(spin: usize, f: impl FnOnce(&mut Buffer) -> T) -> Option<T> {
+    for _ in 0..spin.max(1) {
+        if SHARED
+            .busy
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            // SAFETY: we hold the try-lock.
+            let out = f(unsafe { &mut *SHARED.buf.get() });
+            SHARED.busy.store(false, Ordering::Release);
+            return Some(out);
+        }
+        std::hint::spin_loop();
+    }
+    None
+}
+
+/// Whether a line is a device-side assert message.
+pub fn is_assert_line(line: &[u8]) -> bool {
+    contains(line, b"Assertion `") && contains(line, b"block: [")
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Feeds text the driver printed: complete lines that are asserts are kept.
+pub fn feed(text: &[u8]) {
+    let _ = with_buffer(64, |b| {
+        for &c in text {
+            if c == b'\n' {
+                let line = &b.partial[..b.partial_len];
+                if is_assert_line(line) {
+                    SEEN.fetch_add(1, Ordering::Relaxed);
+                    if b.kept < MAX_LINES {
+                        let k = b.kept;
+                        b.lines[k][..line.len()].copy_from_slice(line);
+                        b.lens[k] = line.len();
+                        b.kept += 1;
+                    }
+                }
+                b.partial_len = 0;
+            } else if b.partial_len < LINE_BYTES {
+                b.partial[b.partial_len] = c;
+                b.partial_len += 1;
+            }
+        }
+    });
+}
+
+/// The assert lines captured so far (the first [`MAX_LINES`]) and how many were printed in all.
+pub fn captured() -> (Vec<String>, u64) {
+    let lines = with_buffer(1_000_000, |b| {
+        (0..b.kept)
+            .map(|i| String::from_utf8_lossy(&b.lines[i][..b.lens[i]]).into_owned())
+            .collect()
+    })
+    .unwrap_or_default();
+    (lines, SEEN.load(Ordering::Relaxed))
+}
+
+/// Forgets captured lines (a forked child reports its own). The lock is forced free: the thread
+/// that held it at fork time does not exist in the child.
+pub fn reset_after_fork() {
+    SHARED.busy.store(false, Ordering::Release);
+    let _ = with_buffer(1, |b| {
+        b.kept = 0;
+        b.partial_len = 0;
+    });
+    SEEN.store(0, Ordering::Relaxed);
+}
+
+/// Patches the driver module holding `addr_in_driver` (no-op off x86-64 Linux).
+pub fn hook_driver(addr_in_driver: usize) {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        // SAFETY: reads loader data of a loaded module, writes only its GOT slots.
+        let n =
+            std::panic::catch_unwind(|| unsafe { imp::patch_module(addr_in_driver) }).unwrap_or(0);
+        PATCHED.fetch_add(n, Ordering::Relaxed);
+        if crate::config::get().debug {
+            crate::safety::say(&format!(
+                "cudablame: device-assert capture: {n} stdio import slots of the driver patched"
+            ));
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    let _ = addr_in_driver;
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod imp {
+    use super::feed;
+    use std::ffi::{c_char, c_int, c_void, CStr};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// x86-64 SysV `va_list` element (`__va_list_tag`): a `va_list` argument is a pointer to it.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    pub struct VaListTag {
+        gp_offset: u32,
+        fp_offset: u32,
+        overflow_arg_area: *mut c_void,
+        reg_save_area: *mut c_void,
+    }
+
+    extern "C" {
+        fn vsnprintf(buf: *mut c_char, n: usize, fmt: *const c_char, ap: *mut VaListTag) -> c_int;
+    }
+
+    type Vfprintf = unsafe extern "C" fn(*mut c_void, *const c_char, *mut VaListTag) -> c_int;
+    type VfprintfChk =
+        unsafe extern "C" fn(*mut c_void, c_int, *const c_char, *mut VaListTag) -> c_int;
+    type Fputs = unsafe extern "C" fn(*const c_char, *mut c_void) -> c_int;
+    type Puts = unsafe extern "C" fn(*const c_char) -> c_int;
+    type Fwrite = unsafe extern "C" fn(*const c_void, usize, usize, *mut c_void) -> usize;
+
+    // What each patched slot held: the function the driver would have called.
+    static VFPRINTF: AtomicUsize = AtomicUsize::new(0);
+    static VFPRINTF_CHK: AtomicUsize = AtomicUsize::new(0);
+    static FPUTS: AtomicUsize = AtomicUsize::new(0);
+    static PUTS: AtomicUsize = AtomicUsize::new(0);
+    static FWRITE: AtomicUsize = AtomicUsize::new(0);
+
+    /// Formats a copy of the arguments and feeds the text; never panics out.
+    unsafe fn capture(fmt: *const c_char, ap: *mut VaListTag) {
+        if fmt.is_null() || ap.is_null() {
+            return;
+        }
+        let _ = std::panic::catch_unwind(|| {
+            let mut copy = *ap; // va_copy
+            let mut buf = [0u8; 1024];
+            let n = vsnprintf(buf.as_mut_ptr() as *mut c_char, buf.len(), fmt, &mut copy);
+            if n > 0 {
+                let n = (n as usize).min(buf.len() - 1);
+                feed(&buf[..n]);
+            }
+        });
+    }
+
+    fn real(slot: &AtomicUsize) -> usize {
+        slot.load(Ordering::Acquire)
+    }
+
+    unsafe extern "C" fn hook_vfprintf(
+        f: *mut c_void,
+        fmt: *const c_char,
+        ap: *mut VaListTag,
+    ) -> c_int {
+        capture(fmt, ap);
+        let r: Vfprintf = std::mem::transmute::<usize, Vfprintf>(real(&VFPRINTF));
+        r(f, fmt, ap)
+    }
+
+    unsafe extern "C" fn hook_vfprintf_chk(
+        f: *mut c_void,
+        flag: c_int,
+        fmt: *const c_char,
+        ap: *mut VaListTag,
+    ) -> c_int {
+        capture(fmt, ap);
+        let r: VfprintfChk = std::mem::transmute::<usize, VfprintfChk>(real(&VFPRINTF_CHK));
+        r(f, flag, fmt, ap)
+    }
+
+    unsafe extern "C" fn hook_fputs(s: *const c_char, f: *mut c_void) -> c_int {
+        if !s.is_null() {
+            feed(CStr::from_ptr(s).to_bytes());
+        }
+        let r: Fputs = std::mem::transmute::<usize, Fputs>(real(&FPUTS));
+        r(s, f)
+    }
+
+    unsafe extern "C" fn hook_puts(s: *const c_char) -> c_int {
+        if !s.is_null() {
+            feed(CStr::from_ptr(s).to_bytes());
+            feed(b"\n");
+        }
+        let r: Puts = std::mem::transmute::<usize, Puts>(real(&PUTS));
+        r(s)
+    }
+
+    unsafe extern "C" fn hook_fwrite(
+        p: *const c_void,
+        size: usize,
+        n: usize,
+        f: *mut c_void,
+    ) -> usize {
+        if !p.is_null() {
+            if let Some(len) = size.checked_mul(n).filter(|&l| l <= 4096) {
+                feed(std::slice::from_raw_parts(p as *const u8, len));
+            }
+        }
+        let r: Fwrite = std::mem::transmute::<usize, Fwrite>(real(&FWRITE));
+        r(p, size, n, f)
+    }
+
+    /// `(symbol, our function, where the original goes)`.
+    fn targets() -> [(&'static [u8], usize, &'static AtomicUsize); 5] {
+        [
+            (b"vfprintf", hook_vfprintf as *const () as usize, &VFPRINTF),
+            (
+                b"__vfprintf_chk",
+                hook_vfprintf_chk as *const () as usize,
+                &VFPRINTF_CHK,
+            ),
+            (b"fputs", hook_fputs as *const () as usize, &FPUTS),
+            (b"puts", hook_puts as *const () as usize, &PUTS),
+            (b"fwrite", hook_fwrite as *const () as usize, &FWRITE),
+        ]
+    }
+
+    const PT_LOAD: u32 = 1;
+    const PT_DYNAMIC: u32 = 2;
+    const PT_GNU_RELRO: u32 = 0x6474_e552;
+    const DT_NULL: i64 = 0;
+    const DT_PLTRELSZ: i64 = 2;
+    const DT_STRTAB: i64 = 5;
+    const DT_SYMTAB: i64 = 6;
+    const DT_RELA: i64 = 7;
+    const DT_RELASZ: i64 = 8;
+    const DT_STRSZ: i64 = 10;
+    const DT_JMPREL: i64 = 23;
+    const R_X86_64_GLOB_DAT: u64 = 6;
+    const R_X86_64_JUMP_SLOT: u64 = 7;
+
+    #[repr(C)]
+    struct Dyn {
+        tag: i64,
+        val: u64,
+    }
+    #[repr(C)]
+    struct Rela {
+        offset: u64,
+        info: u64,
+        addend: i64,
+    }
+    #[repr(C)]
+    struct Sym {
+        name: u32,
+        info: u8,
+        other: u8,
+        shndx: u16,
+        value: u64,
+        size: u64,
+    }
+
+    /// What `dl_iterate_phdr` found for the module holding an address.
+    struct Found {
+        want: usize,
+        base: usize,
+        dynamic: usize,
+        relro: Option<(usize, usize)>,
+        ok: bool,
+    }
+
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        let found = &mut *(data as *mut Found);
+        let info = &*info;
+        let base = info.dlpi_addr as usize;
+        let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
+        let holds = phdrs.iter().any(|p| {
+            p.p_type == PT_LOAD
+                && (base + p.p_vaddr as usize..base + (p.p_vaddr + p.p_memsz) as usize)
+                    .contains(&found.want)
+        });
+        if !holds {
+            return 0;
+        }
+        found.base = base;
+        for p in phdrs {
+            match p.p_type {
+                PT_DYNAMIC => found.dynamic = base + p.p_vaddr as usize,
+                PT_GNU_RELRO => found.relro = Some((base + p.p_vaddr as usize, p.p_memsz as usize)),
+                _ => {}
+            }
+        }
+        found.ok = found.dynamic != 0;
+        1
+    }
+
+    /// Patches the import slots of the module holding `addr`; returns how many were patched.
+    pub unsafe fn patch_module(addr: usize) -> usize {
+        let mut found = Found {
+            want: addr,
+            base: 0,
+            dynamic: 0,
+            relro: None,
+            ok: false,
+        };
+        libc::dl_iterate_phdr(Some(visit), &mut found as *mut Found as *mut c_void);
+        if !found.ok {
+            return 0;
+        }
+        let base = found.base;
+        // glibc rewrites most d_ptr values to absolute addresses (not when the dynamic section
+        // is read-only): a value below the load base is still relative.
+        let abs = |v: u64| -> usize {
+            let v = v as usize;
+            if v < base {
+                base + v
+            } else {
+                v
+            }
+        };
+        let (mut strtab, mut strsz, mut symtab) = (0usize, 0usize, 0usize);
+        let (mut rela, mut relasz, mut jmprel, mut pltrelsz) = (0usize, 0usize, 0usize, 0usize);
+        let mut d = found.dynamic as *const Dyn;
+        for _ in 0..4096 {
+            let e = &*d;
+            match e.tag {
+                DT_NULL => break,
+                DT_STRTAB => strtab = abs(e.val),
+                DT_STRSZ => strsz = e.val as usize,
+                DT_SYMTAB => symtab = abs(e.val),
+                DT_RELA => rela = abs(e.val),
+                DT_RELASZ => relasz = e.val as usize,
+                DT_JMPREL => jmprel = abs(e.val),
+                DT_PLTRELSZ => pltrelsz = e.val as usize,
+                _ => {}
+            }
+            d = d.add(1);
+        }
+        if strtab == 0 || symtab == 0 {
+            return 0;
+        }
+        let mut patched = 0;
+        for (table, bytes) in [(jmprel, pltrelsz), (rela, relasz)] {
+            if table == 0 {
+                continue;
+            }
+            let relas = std::slice::from_raw_parts(
+                table as *const Rela,
+                bytes / std::mem::size_of::<Rela>(),
+            );
+            for r in relas {
+                let kind = r.info & 0xffff_ffff;
+                if kind != R_X86_64_JUMP_SLOT && kind != R_X86_64_GLOB_DAT {
+                    continue;
+                }
+                let sym = &*((symtab as *const Sym).add((r.info >> 32) as usize));
+                if sym.shndx != 0 || (strsz != 0 && sym.name as usize >= strsz) {
+                    continue; // defined here, not an import
+                }
+                let name = CStr::from_ptr((strtab + sym.name as usize) as *const c_char).to_bytes();
+                let Some(&(_, ours, original)) = targets().iter().find(|t| t.0 == name) else {
+                    continue;
+                };
+                let slot = base + r.offset as usize;
+                if patch_slot(slot, ours, original, name, &found) {
+                    patched += 1;
+                }
+            }
+        }
+        patched
+    }
+
+    /// Points one GOT slot at `ours`, keeping what it held (or, for a lazy slot still pointing
+    /// into the module's PLT, the symbol as the dynamic linker would bind it) in `original`.
+    unsafe fn patch_slot(
+        slot: usize,
+        ours: usize,
+        original: &AtomicUsize,
+        name: &[u8],
+        found: &Found,
+    ) -> bool {
+        let cell = &*(slot as *const AtomicUsize);
+        let current = cell.load(Ordering::Acquire);
+        if current == ours {
+            return false;
+        }
+        let mut target = current;
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        let lazy = libc::dladdr(current as *const c_void, &mut info) != 0
+            && info.dli_fbase as usize == found.base;
+        if lazy || current == 0 {
+            let mut cname = [0u8; 32];
+            if name.len() >= cname.len() {
+                return false;
+            }
+            cname[..name.len()].copy_from_slice(name);
+            target =
+                crate::real::dlsym(libc::RTLD_DEFAULT, cname.as_ptr() as *const c_char) as usize;
+        }
+        if target == 0 {
+            return false;
+        }
+        // The same symbol may have both a JUMP_SLOT and a GLOB_DAT slot: both bind alike.
+        let _ = original.compare_exchange(0, target, Ordering::AcqRel, Ordering::Acquire);
+        if original.load(Ordering::Acquire) != target {
+            return false;
+        }
+        let page = match libc::sysconf(libc::_SC_PAGESIZE) {
+            n if n > 0 => n as usize,
+            _ => 4096,
+        };
+        // The loader makes only the whole pages of PT_GNU_RELRO read-only (its end rounded down).
+        let in_relro = found
+            .relro
+            .is_some_and(|(start, len)| (start..(start + len) & !(page - 1)).contains(&slot));
+        let first = slot & !(page - 1);
+        if in_relro
+            && libc::mprotect(
+                first as *mut c_void,
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+            ) != 0
+        {
+            return false;
+        }
+        cell.store(ours, Ordering::Release);
+        if in_relro {
+            libc::mprotect(first as *mut c_void, page, libc::PROT_READ);
+        }
+        true
+    }
+}
+
+/// A parsed device-side assert line.
+#[derive(Debug, Default, PartialEq)]
+pub struct AssertLine {
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// As printed: `nll_loss_forward_reduce_cuda_kernel_2d`, `void k(int *)`, `operator()`.
+    pub kernel: Option<String>,
+    pub block: Option<[u32; 3]>,
+    pub thread: Option<[u32; 3]>,
+    pub condition: Option<String>,
+}
+
+fn triple(s: &str) -> Option<[u32; 3]> {
+    let inner = s.strip_prefix('[')?.split(']').next()?;
+    let v: Vec<u32> = inner
+        .split(',')
+        .map(|x| x.trim().parse().ok())
+        .collect::<Option<_>>()?;
+    (v.len() == 3).then(|| [v[0], v[1], v[2]])
+}
+
+/// Parses `FILE:LINE: KERNEL: block: [x,y,z], thread: [x,y,z] Assertion `COND` failed.`
+pub fn parse(text: &str) -> AssertLine {
+    let mut out = AssertLine::default();
+    let head_end = text.find(" block: [").unwrap_or(text.len());
+    let head = text[..head_end].trim_end().trim_end_matches(':');
+    // FILE:LINE: KERNEL — the first ":digits: " splits file from kernel.
+    let bytes = head.as_bytes();
+    for (i, _) in head.match_indices(':') {
+        let digits = bytes[i + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        let after = i + 1 + digits;
+        if digits > 0 && head[after..].starts_with(": ") {
+            out.file = Some(head[..i].to_string());
+            out.line = head[i + 1..after].parse().ok();
+            out.kernel = Some(head[after + 2..].trim().to_string()).filter(|k| !k.is_empty());
+            break;
+        }
+    }
+    if let Some(b) = text.find("block: ") {
+        out.block = triple(&text[b + "block: ".len()..]);
+    }
+    if let Some(t) = text.find("thread: ") {
+        out.thread = triple(&text[t + "thread: ".len()..]);
+    }
+    if let Some(a) = text.find("Assertion `") {
+        let rest = &text[a + "Assertion `".len()..];
+        let end = rest.rfind("` failed").unwrap_or(rest.len());
+        out.condition = Some(rest[..end].to_string());
+    }
+    out
+}
+
+/// The bare function name of the kernel an assert names, for matching against demangled kernel
+/// names: `void at::native::k<float>(float*)` -> `k`; `None` for names that cannot identify a
+/// kernel (`operator()`, lambdas).
+pub fn kernel_base_name(printed: &str) -> Option<String> {
+    let s = printed.trim();
+    if s.contains("operator") || s.contains("lambda") {
+        return None;
+    }
+    // Cut the parameter list: the first '(' at template depth 0.
+    let mut depth = 0i32;
+    let mut end = s.len();
+    for (i, c) in s.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth == 0 => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let mut s = &s[..end];
+    // Cut trailing template arguments.
+    if s.ends_with('>') {
+        let mut depth = 0i32;
+        for (i, c) in s.char_indices().rev() {
+            match c {
+                '>' => depth += 1,
+                '<' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        s = &s[..i];
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let s = s.rsplit(' ').next().unwrap_or(s);
+    let s = s.rsplit("::").next().unwrap_or(s);
+    let ok = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    ok.then(|| s.to_string())
+}
+
+/// Whether the demangled `kernel` name has `base` as a whole identifier.
+pub fn names_kernel(kernel: &str, base: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    kernel.match_indices(base).any(|(i, _)| {
+        let before = kernel[..i].chars().next_back();
+        let after = kernel[i + base.len()..].chars().next();
+        !before.is_some_and(ident) && !after.is_some_and(ident)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TORCH: &str = "/pytorch/aten/src/ATen/native/cuda/Loss.cu:245: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [7,0,0] Assertion `t >= 0 && t < n_classes` failed.";
+
+    #[test]
+    fn parses_the_driver_line() {
+        let a = parse(TORCH);
+        assert_eq!(
+            a.file.as_deref(),
+            Some("/pytorch/aten/src/ATen/native/cuda/Loss.cu")
+        );
+        assert_eq!(a.line, Some(245));
+        assert_eq!(
+            a.kernel.as_deref(),
+            Some("nll_loss_forward_reduce_cuda_kernel_2d")
+        );
+        assert_eq!(a.block, Some([0, 0, 0]));
+        assert_eq!(a.thread, Some([7, 0, 0]));
+        assert_eq!(a.condition.as_deref(), Some("t >= 0 && t < n_classes"));
+        let b = parse("a.cu:12: void check_kernel(int *, int): block: [3,0,0], thread: [31,1,0] Assertion `x[i] < n` failed.");
+        assert_eq!(b.kernel.as_deref(), Some("void check_kernel(int *, int)"));
+        assert_eq!(b.line, Some(12));
+        assert_eq!(b.condition.as_deref(), Some("x[i] < n"));
+    }
+
+    #[test]
+    fn base_names_and_matching() {
+        assert_eq!(
+            kernel_base_name("nll_loss_forward_reduce_cuda_kernel_2d").as_deref(),
+            Some("nll_loss_forward_reduce_cuda_kernel_2d")
+        );
+        assert_eq!(
+            kernel_base_name("void check_kernel(int *, int)").as_deref(),
+            Some("check_kernel")
+        );
+        assert_eq!(
+            kernel_base_name("void ns::k<float, 2>(float *)").as_deref(),
+            Some("k")
+        );
+        assert_eq!(kernel_base_name("operator()"), None);
+        let k = "void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*, float*)";
+        assert!(names_kernel(k, "nll_loss_forward_reduce_cuda_kernel_2d"));
+        assert!(!names_kernel(k, "nll_loss_forward"));
+        assert!(names_kernel("oob_assert", "oob_assert"));
+        assert!(!names_kernel("oob_assert2", "oob_assert"));
+    }
+
+    #[test]
+    fn feeds_lines_split_over_calls() {
+        reset_after_fork();
+        feed(b"hello\n");
+        feed(b"x.cu:3: k: block: [0,0,0], thread: [1,0,0] ");
+        feed(b"Assertion `a` failed.\nx.cu:3: k: block: [0,0,0], thread: [2,0,0] Assertion `a` failed.\n");
+        let (lines, seen) = captured();
+        assert_eq!(seen, 2);
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].ends_with("thread: [1,0,0] Assertion `a` failed."));
+        reset_after_fork();
+        assert_eq!(captured().1, 0);
+    }
+}
