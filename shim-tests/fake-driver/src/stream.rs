@@ -350,6 +350,9 @@ impl Stream {
                         break Some(item);
                     }
                     if queue.closed {
+                        // The stream object lives on (handles are never reused): give its
+                        // queue's memory back.
+                        queue.items = VecDeque::new();
                         break None;
                     }
                     queue = self
