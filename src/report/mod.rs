@@ -52,7 +52,9 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
     let thread = record::thread_id();
     let reporting_stack = NativeStack::capture(config::MAX_STACK_DEPTH, now, None, 0);
     let reporting_python = PythonStack::capture_configured().resolve();
-    let context = driver.map(|d| d.current_context()).filter(|&c| c != 0);
+    // The context the reporting call concerns (its stream's, the one it names, else the current
+    // one): a sticky error belongs to one context.
+    let context = Some(call.context(ep)).filter(|&c| c != 0);
     let views = record::streams::snapshot();
     let mut names = Names {
         driver,
@@ -89,7 +91,9 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
             )
         }
         None => {
-            let v = blame::judge(&views, context);
+            let mut v = blame::judge(&views, context);
+            let dropped = context.map_or(0, record::streams::dropped_unfinished);
+            blame::cap_for_unseen_work(&mut v, &views, context, dropped);
             let op = v
                 .culprit
                 .map(|at| names.op(&views[at.0].ops[at.1], now, "culprit", true));
