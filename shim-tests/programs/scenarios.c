@@ -60,7 +60,8 @@ typedef struct {
     X(cuCtxDestroy, cuCtxDestroy_v2, (CUcontext))                                                 \
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2, (int))                                \
     X(cuStreamWriteValue32, cuStreamWriteValue32_v2, (CUstream, CUdeviceptr, unsigned, unsigned)) \
-    X(cuMemFree, cuMemFree_v2, (CUdeviceptr))
+    X(cuMemFree, cuMemFree_v2, (CUdeviceptr))                                                     \
+    X(cuLaunchHostFunc, cuLaunchHostFunc, (CUstream, void (*)(void *), void *))
 
 #define DECLARE(name, sym, params) static CUresult(*p_##name) params;
 DRIVER_FUNCTIONS(DECLARE)
@@ -214,6 +215,8 @@ static void *short_lived(void *arg) {
     return NULL;
 }
 
+static void host_fn(void *arg) { (void)arg; }
+
 static void *thread_body(void *arg) {
     (void)arg;
     printf("launch_tid=%ld\n", tid());
@@ -361,6 +364,16 @@ int main(int argc, char **argv) {
         launch_warmup(NULL, 1);
         printf("write_rc=%u\n", p_cuStreamWriteValue32(NULL, tmp, 1, 0));
         check("cuMemFree", p_cuMemFree(tmp));
+        launch_after(NULL, 1);
+        return report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
+    }
+    if (!strcmp(scenario, "host_func")) {
+        /* #1 upload, #2 quick, then a host function (work cudablame does not record as an op),
+         * #3 oob_write (culprit), #4 quick. The marker proves #2; the host function ran in
+         * between: the verdict names #3 but cannot be exact. */
+        launch_after(NULL, 1);
+        printf("host_func_rc=%u\n", p_cuLaunchHostFunc(NULL, host_fn, NULL));
+        launch_bad_kernel(oob_write, NULL);
         launch_after(NULL, 1);
         return report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
     }

@@ -174,3 +174,22 @@ fn an_unrecorded_stream_write_is_not_hidden() {
     assert_eq!(r.culprit()["kind"], "memset");
     assert_eq!(r.culprit()["entry_point"], "cuStreamWriteValue32_v2");
 }
+
+/// Item 6: a host function (`cuLaunchHostFunc`, not recorded as an op) sat on the stream between
+/// the last op the marker proves and the culprit: the verdict still names the kernel, but not as
+/// `exact`, and says why.
+#[test]
+fn unseen_work_on_the_stream_caps_the_verdict() {
+    let r = run(&scenarios(), &["host_func"], true, &[]);
+    assert_eq!(r.printed("host_func_rc"), "0");
+    assert_eq!(r.printed("memcpy_rc"), "700");
+    assert_named(&r, "oob_write", 3, "likely");
+    let reason = r.report()["culprit"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.contains("cuLaunchHostFunc") && reason.contains("not exact"),
+        "{reason}"
+    );
+}

@@ -277,12 +277,15 @@ pub fn context_of(driver: &Driver, id: StreamId) -> usize {
     if let Some(&c) = TABLE.get().read().handles.get(&h) {
         return c;
     }
-    let c = match driver.stream_context(h) {
+    match driver.stream_context(h) {
+        // Not a stream the driver knows (or it would not say): the current context, not
+        // remembered (a program passing bogus handles must not grow the table).
         0 => driver.current_context(),
-        c => c,
-    };
-    TABLE.get().write().handles.insert(h, c);
-    c
+        c => {
+            TABLE.get().write().handles.insert(h, c);
+            c
+        }
+    }
 }
 
 /// The state of stream `id` in its own context ([`context_of`]), created on first use (with its

@@ -120,6 +120,7 @@ pub fn introduced(export: &str) -> i32 {
         "cuDevicePrimaryCtxRetain" | "cuDevicePrimaryCtxGetState" => 7000,
         "cuLaunchCooperativeKernel" => 9000,
         "cuStreamGetCtx" => 9020,
+        "cuLaunchHostFunc" | "cuLaunchHostFunc_ptsz" => 10000,
         "cuStreamEndCapture"
         | "cuStreamIsCapturing"
         | "cuGraphLaunch"
@@ -210,6 +211,7 @@ export_table! {
     cuStreamCreate, cuStreamCreateWithPriority, cuStreamDestroy_v2,
     cuStreamSynchronize, cuStreamSynchronize_ptsz, cuStreamQuery, cuStreamQuery_ptsz,
     cuStreamWaitEvent, cuStreamWaitEvent_ptsz, cuStreamGetCtx, cuStreamGetCtx_ptsz,
+    cuLaunchHostFunc, cuLaunchHostFunc_ptsz,
     cuStreamWriteValue64, cuStreamWriteValue64_ptsz, cuStreamWriteValue64_v2,
     cuStreamWriteValue64_v2_ptsz, cuStreamWriteValue32, cuStreamWriteValue32_ptsz,
     cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz,
