@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -217,6 +219,47 @@ static void *short_lived(void *arg) {
 
 static void host_fn(void *arg) { (void)arg; }
 
+/* For "fork_during_init" (built with -DLINKED: the first hooked call initialises cudablame). */
+static void *first_hooked_call(void *arg) {
+    (void)arg;
+    CUdeviceptr d;
+    for (int i = 0; i < 20; i++) (void)p_cuMemAlloc(&d, 16); /* no context: fails, hooked */
+    return NULL;
+}
+
+/* Forks while another thread makes the process's first hooked calls; each child makes a hooked
+ * call and exits. A child that has not exited after 5 s is killed and counted as hung. */
+static int fork_during_init(void) {
+    check("cuInit", p_cuInit(0));
+    pthread_t t;
+    pthread_create(&t, NULL, first_hooked_call, NULL);
+    int hung = 0;
+    pid_t kids[40];
+    for (int i = 0; i < 40; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            CUdeviceptr d;
+            (void)p_cuMemAlloc(&d, 16);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < 40; i++) {
+        int status = 0, waited = 0;
+        while (waitpid(kids[i], &status, WNOHANG) == 0) {
+            if (++waited > 5000) {
+                kill(kids[i], SIGKILL);
+                waitpid(kids[i], &status, 0);
+                hung++;
+                break;
+            }
+            usleep(1000);
+        }
+    }
+    pthread_join(t, NULL);
+    printf("hung=%d\n", hung);
+    return 0;
+}
+
 static void *thread_body(void *arg) {
     (void)arg;
     printf("launch_tid=%ld\n", tid());
@@ -236,6 +279,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     printf("pid=%d\nmain_tid=%ld\n", getpid(), tid());
     resolve(per_thread, by_dlsym);
+    if (!strcmp(scenario, "fork_during_init")) return fork_during_init();
     setup();
     int out[16];
 

@@ -193,3 +193,17 @@ fn unseen_work_on_the_stream_caps_the_verdict() {
         "{reason}"
     );
 }
+
+/// Item 7: `fork()` while another thread makes the process's first hooked calls (cudablame
+/// initialising its configuration and driver table): each child makes a hooked call and exits.
+/// With `OnceLock`s a child forked mid-initialisation waited forever (about one run in eight
+/// hung on 2 cores); cudablame's one-time values are now never waited for
+/// (`safety::ForkSafeOnce`). Probabilistic: 12 runs of 40 forks.
+#[test]
+fn fork_during_initialisation_never_hangs_the_child() {
+    let linked = compile("scenarios", true);
+    for i in 0..12 {
+        let r = run(&linked, &["fork_during_init"], true, &[]);
+        assert_eq!(r.printed("hung"), "0", "run {i}: {}", r.stderr);
+    }
+}
