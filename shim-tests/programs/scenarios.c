@@ -274,7 +274,10 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ptds")) per_thread = 1;
         else if (!strcmp(argv[i], "--dlsym")) by_dlsym = 1;
-        else scenario = argv[i];
+        else if (!strcmp(argv[i], "dlclose_refresh")) {
+            scenario = argv[i];
+            break;
+        } else scenario = argv[i];
     }
     setvbuf(stdout, NULL, _IONBF, 0);
     printf("pid=%d\nmain_tid=%ld\n", getpid(), tid());
@@ -419,6 +422,25 @@ int main(int argc, char **argv) {
         printf("host_func_rc=%u\n", p_cuLaunchHostFunc(NULL, host_fn, NULL));
         launch_bad_kernel(oob_write, NULL);
         launch_after(NULL, 1);
+        return report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
+    }
+    if (!strcmp(scenario, "dlclose_refresh")) {
+        /* argv: ... dlclose_refresh LIB_A LIB_B. A launch from main (cudablame's unwinder lists
+         * the loaded modules), then B is loaded, A loaded and unloaded, and at once (well within
+         * the unwinder's 100 ms rescan period) oob_write is launched from B: its launch stack
+         * must go through B to main. */
+        launch_after(NULL, 1);
+        void *b = dlopen(argv[argc - 1], RTLD_NOW);
+        void *a = dlopen(argv[argc - 2], RTLD_NOW);
+        if (!a || !b) {
+            printf("setup_failed=dlopen %s\n", dlerror());
+            return 3;
+        }
+        printf("dlclose_rc=%d\n", dlclose(a));
+        CUresult (*from_b)(void *, void *, void **) =
+            (CUresult(*)(void *, void *, void **))dlsym(b, "launch_from_plugin");
+        void *params[] = {&buffer};
+        check("launch from b", from_b((void *)p_cuLaunchKernel, oob_write, params));
         return report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
     }
     if (!strcmp(scenario, "two_contexts")) {

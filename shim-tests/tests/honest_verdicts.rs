@@ -207,3 +207,24 @@ fn fork_during_initialisation_never_hangs_the_child() {
         assert_eq!(r.printed("hung"), "0", "run {i}: {}", r.stderr);
     }
 }
+
+/// Item 7: `dlclose` is interposed and drops the unwinder's module list, so a library loaded just
+/// before (within the 100 ms rescan period) is unwound through at once. Before: the launch stack
+/// of a kernel launched from such a library stopped in it (`launch_from_plugin` only).
+#[test]
+fn the_module_list_is_fresh_after_dlclose() {
+    let a = compile_with("dlclose_lib", "libdlc_a.so", &["-shared", "-fPIC"]);
+    let b = compile_with("dlclose_lib", "libdlc_b.so", &["-shared", "-fPIC"]);
+    let (a, b) = (a.display().to_string(), b.display().to_string());
+    let plain = run(&scenarios(), &["dlclose_refresh", &a, &b], false, &[]);
+    let r = run(&scenarios(), &["dlclose_refresh", &a, &b], true, &[]);
+    assert_eq!(plain.printed("dlclose_rc"), "0");
+    assert_eq!(r.printed("dlclose_rc"), "0");
+    assert_eq!(r.printed("memcpy_rc"), "700");
+    let f = r.culprit_functions();
+    assert_eq!(
+        f.iter().take(2).map(String::as_str).collect::<Vec<_>>(),
+        ["launch_from_plugin", "main"],
+        "{f:?}"
+    );
+}
