@@ -76,7 +76,8 @@ static const char kPtx[] =
 // cuCtxCreate gained a CUctxCreateParams* parameter in CUDA 13 (cuCtxCreate_v4).
 static CUresult create_context(CUcontext* ctx, CUdevice dev) {
 #if CUDA_VERSION >= 13000
-    return cuCtxCreate(ctx, nullptr, 0, dev);
+    CUctxCreateParams params = {};  // no execution affinity, no CIG: a plain context
+    return cuCtxCreate(ctx, &params, 0, dev);
 #else
     return cuCtxCreate(ctx, 0, dev);
 #endif
