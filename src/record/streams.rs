@@ -243,10 +243,12 @@ thread_local! {
 }
 
 /// The keys of the per-thread default streams of one thread. Its thread-local destructor retires
-/// them when the thread exits: the driver API documents no work of a per-thread default stream
-/// outliving its thread, and none being lost either ("The per-thread default stream ... is
-/// implicitly created ... per thread"), so work still queued is kept like a destroyed stream's
-/// (retired, while it may be unfinished) and a thread id the kernel reuses gets a fresh stream.
+/// them when the thread exits. The driver API documentation ("Stream synchronization behavior")
+/// describes the per-thread default stream as an implicit stream local to both the thread and
+/// the context, and says nothing of what becomes of it, or of work queued on it, when the thread
+/// exits. cudablame relies on nothing there: work still possibly unfinished is kept like a
+/// destroyed stream's (on the bounded retired list, still blamable), a stream whose work all
+/// completed is forgotten, and a thread id the kernel reuses gets a fresh stream.
 struct PerThreadStreams(RefCell<Vec<Key>>);
 
 impl Drop for PerThreadStreams {
