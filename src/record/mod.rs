@@ -102,8 +102,9 @@ pub enum Call {
 ///   out of the driver's staging buffer "may not have completed", but it writes memory the call
 ///   just validated and cannot be what kills the context;
 /// - device to device: "no host-side synchronization is performed": an ordinary op
-///   ([`Call::Enqueue`]); memsets likewise ("asynchronous with respect to the host except when
-///   the target memory is pinned host memory": treated as asynchronous always);
+///   ([`Call::Enqueue`]); memsets likewise (asynchronous with respect to the host unless the
+///   target is pinned host memory or a Unified Memory region: treated as asynchronous always,
+///   which never claims a completion);
 /// - a direction cudablame could not tell (unified addressing, pointer types unknown): nothing
 ///   ([`Proves::Nothing`]), recorded as an ordinary op with a marker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

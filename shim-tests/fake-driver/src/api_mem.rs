@@ -5,8 +5,8 @@
 //! device-to-host copies return once the copy completed; host-to-device copies synchronize the
 //! stream before copying (and here also wait for the copy, as for pinned memory); device-to-device
 //! copies ("no host-side synchronization is performed") and memsets of device memory
-//! ("asynchronous with respect to the host except when the target memory is pinned host memory")
-//! enqueue and return. Asynchronous ones enqueue on their stream (or its capture) and return.
+//! (asynchronous with respect to the host unless the target is pinned host memory or a Unified
+//! Memory region) enqueue and return. Asynchronous ones enqueue on their stream (or its capture) and return.
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
 use crate::capture;
