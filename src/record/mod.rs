@@ -719,8 +719,12 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, 
         Call::PrimaryContext { dev, reset } if rc == CUDA_SUCCESS => {
             let ctx = mark.as_ref().map_or(0, |m| m.1);
             let gone = reset || real::driver().and_then(|d| d.primary_active(dev)) == Some(false);
-            if gone {
-                streams::forget_context(ctx);
+            match (gone, ctx) {
+                (false, _) => {}
+                // The handle could not be learned before the call: forget the device's contexts
+                // (losing some history is harmless; a slot in unregistered memory is not).
+                (true, 0) => streams::forget_device(dev),
+                (true, ctx) => streams::forget_context(ctx),
             }
         }
         _ => {}

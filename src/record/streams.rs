@@ -395,6 +395,24 @@ pub fn forget_context(context: usize) {
     EPOCH.fetch_add(1, Ordering::AcqRel);
 }
 
+/// Forgets every context cudablame knows on device `dev` ([`forget_context`] each): after a
+/// primary-context reset whose context handle could not be learned, so that no stream of a new
+/// context (possibly with the old handle) keeps a marker slot in memory the reset unregistered.
+pub fn forget_device(dev: i32) {
+    let contexts: std::collections::HashSet<usize> = {
+        let t = TABLE.get().read();
+        t.live
+            .values()
+            .chain(t.retired.iter())
+            .filter(|s| s.device == dev)
+            .map(|s| s.context)
+            .collect()
+    };
+    for c in contexts {
+        forget_context(c);
+    }
+}
+
 /// How many destroyed streams of `context` were dropped from the retired list while they may
 /// still have had unfinished work.
 pub fn dropped_unfinished(context: usize) -> u64 {
