@@ -176,12 +176,7 @@ pub fn rank(views: &[StreamView], firsts: &[(usize, u64)], clues: &mut Clues) ->
 
 /// Judges like [`judge`], with kernel names and a device-side assert's kernel as extra evidence.
 pub fn judge_with(views: &[StreamView], context: Option<usize>, clues: &mut Clues) -> Verdict {
-    let in_scope: Vec<usize> = match context {
-        Some(c) if views.iter().any(|v| v.context == c) => (0..views.len())
-            .filter(|&i| views[i].context == c)
-            .collect(),
-        _ => (0..views.len()).collect(),
-    };
+    let in_scope = scope(views, context);
     // Per stream with unfinished work: (stream index, first unfinished seq). Synchronous copies
     // completed before they were recorded and are skipped; an unfinished op that fell out of the
     // ring still counts (its seq is completed + 1).
@@ -399,6 +394,61 @@ pub fn judge_with(views: &[StreamView], context: Option<usize>, clues: &mut Clue
     }
 }
 
+/// The views a verdict on `context` looks at: that context's streams (a sticky error is per
+/// context), or every stream when the context is unknown or has none.
+fn scope(views: &[StreamView], context: Option<usize>) -> Vec<usize> {
+    match context {
+        Some(c) if views.iter().any(|v| v.context == c) => (0..views.len())
+            .filter(|&i| views[i].context == c)
+            .collect(),
+        _ => (0..views.len()).collect(),
+    }
+}
+
+/// Caps a verdict below `exact` when work cudablame never saw may hide the culprit, and says why
+/// in its reason: work enqueued by an entry point it does not record (`cuLaunchHostFunc`, ...)
+/// that may not have completed, a stream whose ring it could not read (busy), or destroyed
+/// streams of the context dropped from the retired list with work possibly unfinished
+/// (`dropped_unfinished`).
+pub fn cap_for_unseen_work(
+    verdict: &mut Verdict,
+    views: &[StreamView],
+    context: Option<usize>,
+    dropped_unfinished: u64,
+) {
+    let mut why: Vec<String> = Vec::new();
+    for i in scope(views, context) {
+        let v = &views[i];
+        if v.unseen_after > v.completed() {
+            why.push(format!(
+                "{} enqueued work cudablame does not record on stream {} after op #{}",
+                v.unseen_what.unwrap_or("an unrecorded entry point"),
+                v.id.describe(),
+                v.unseen_after - 1
+            ));
+        }
+        if v.busy && v.issued > v.completed() {
+            why.push(format!(
+                "stream {} was busy (its ring was locked) and was not read",
+                v.id.describe()
+            ));
+        }
+    }
+    if dropped_unfinished > 0 {
+        why.push(format!(
+            "{dropped_unfinished} destroyed stream(s) of the context with possibly unfinished work \
+             are no longer kept"
+        ));
+    }
+    if why.is_empty() {
+        return;
+    }
+    if verdict.confidence == Confidence::Exact {
+        verdict.confidence = Confidence::Likely;
+    }
+    verdict.reason = format!("{}; not exact: {}", verdict.reason, why.join("; "));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,7 +499,54 @@ mod tests {
             ops: (1..=n)
                 .map(|s| op(s, OpKind::Kernel, t0 + s * 10))
                 .collect(),
+            busy: false,
+            unseen_after: 0,
+            unseen_what: None,
         }
+    }
+
+    #[test]
+    fn unseen_work_caps_the_verdict_below_exact() {
+        // A host function went onto the stream after #19 (unseen_after 20): #20 may not be it.
+        let mut views = vec![stream(0x10, 1, 40, Some(19), 0, 0)];
+        views[0].unseen_after = 20;
+        views[0].unseen_what = Some("cuLaunchHostFunc");
+        let mut v = judge(&views, Some(1));
+        cap_for_unseen_work(&mut v, &views, Some(1), 0);
+        assert_eq!(v.confidence, Confidence::Likely);
+        assert!(v.reason.contains("cuLaunchHostFunc"), "{}", v.reason);
+        // Unseen work that a later marker proves complete changes nothing.
+        views[0].unseen_after = 5;
+        let mut v = judge(&views, Some(1));
+        cap_for_unseen_work(&mut v, &views, Some(1), 0);
+        assert_eq!(v.confidence, Confidence::Exact);
+        // Dropped destroyed streams with unfinished work, and busy rings, cap it too.
+        cap_for_unseen_work(&mut v, &views, Some(1), 2);
+        assert_eq!(v.confidence, Confidence::Likely);
+        assert!(v.reason.contains("2 destroyed stream"), "{}", v.reason);
+        let mut busy = vec![
+            stream(0x10, 1, 4, Some(1), 0, 0),
+            stream(0x20, 1, 9, Some(3), 0, 0),
+        ];
+        busy[1].busy = true;
+        busy[1].ops.clear();
+        let mut v = judge(&busy[..1], Some(1));
+        cap_for_unseen_work(&mut v, &busy, Some(1), 0);
+        assert_eq!(v.confidence, Confidence::Likely);
+        assert!(v.reason.contains("busy"), "{}", v.reason);
+    }
+
+    #[test]
+    fn a_verdict_looks_at_the_reporting_context_only() {
+        // Context 1: a fault on 0x10 (#2). Context 2, current on the reporting thread: a slow
+        // kernel still running. Blaming context 1 (the stream that reported) names #2 of 0x10.
+        let views = vec![
+            stream(0x10, 1, 3, Some(1), 0, 0),
+            stream(0x20, 2, 1, Some(0), 0, 1000),
+        ];
+        let v = judge(&views, Some(1));
+        assert_eq!((v.confidence, v.culprit), (Confidence::Exact, Some((0, 1))));
+        assert!(v.suspects.iter().all(|&(i, _)| i == 0));
     }
 
     #[test]

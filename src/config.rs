@@ -2,7 +2,6 @@
 //! the default; the program is never affected. The README's "Configuration" table mirrors this.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 
 /// Which host stacks a launch record carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +47,10 @@ pub struct Config {
     /// `CUDABLAME_STATS`: measure what recording costs per op and print one line at exit
     /// (default off; `record::cost`).
     pub stats: bool,
+    /// `CUDABLAME_REPORT_NONSTICKY`: a launch that fails by itself (not sticky, e.g. 701 too
+    /// many resources, which autotuners handle) gets a full report (default off: one stderr
+    /// line, once, no file).
+    pub report_nonsticky: bool,
     /// `CUDABLAME_TEST_PANIC` (test-only, undocumented for users): make cudablame's own code
     /// panic at this point, to prove the program is unaffected (`describe`, `record`, `report`,
     /// `resolve`).
@@ -69,6 +72,7 @@ impl Default for Config {
             python: true,
             python_depth: 32,
             stats: false,
+            report_nonsticky: false,
             test_panic: None,
         }
     }
@@ -80,19 +84,29 @@ pub const MAX_STACK_DEPTH: usize = 32;
 /// The most Python frames a record can hold (`CUDABLAME_PYTHON_DEPTH` upper bound).
 pub const MAX_PYTHON_DEPTH: usize = 64;
 
-static CONFIG: OnceLock<Config> = OnceLock::new();
+/// Fork-safe: see `safety::ForkSafeOnce` (parsing twice is harmless; the warnings are said by
+/// the thread whose value wins only).
+static CONFIG: crate::safety::ForkSafeOnce<(Config, Vec<String>)> =
+    crate::safety::ForkSafeOnce::new();
+static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 static MARKERS_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// The configuration of this process, read from the environment on first use.
 pub fn get() -> &'static Config {
-    CONFIG.get_or_init(|| {
+    if let Some((config, _)) = CONFIG.get() {
+        return config;
+    }
+    let (config, warnings) = CONFIG.get_or_init(|| {
         let (config, mut warnings) = Config::parse(|k| std::env::var_os(k));
         warnings.extend(unknown_variables(std::env::vars_os().map(|(k, _)| k)));
+        (config, warnings)
+    });
+    if !WARNED.swap(true, Ordering::AcqRel) {
         for w in warnings {
             crate::safety::say(&format!("cudablame: {w}"));
         }
-        config
-    })
+    }
+    config
 }
 
 /// Whether progress markers are in use: configured on, and the driver has not refused one.
@@ -125,6 +139,7 @@ pub const VARIABLES: &[&str] = &[
     "CUDABLAME_PYTHON",
     "CUDABLAME_PYTHON_DEPTH",
     "CUDABLAME_STATS",
+    "CUDABLAME_REPORT_NONSTICKY",
     "CUDABLAME_TEST_PANIC",
 ];
 
@@ -221,6 +236,9 @@ impl Config {
             } else if !t.eq_ignore_ascii_case("off") {
                 c.trace = Some(t.to_string());
             }
+        }
+        if let Some(v) = get("CUDABLAME_REPORT_NONSTICKY") {
+            c.report_nonsticky = on_off("CUDABLAME_REPORT_NONSTICKY", &v, false, &mut w);
         }
         if let Some(v) = get("CUDABLAME_MARKERS") {
             c.markers = on_off("CUDABLAME_MARKERS", &v, true, &mut w);

@@ -40,7 +40,38 @@ pub fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Option<OpR
         return; // One report per process; a sticky report also ends launch-error reports.
     }
     *written |= trigger;
+    if trigger == LAUNCH && !crate::config::get().report_nonsticky {
+        // A launch refused by itself is not sticky: the program got the error and may well
+        // handle it (an autotuner trying configurations after 701). One quiet line, once.
+        crate::safety::test_panic(crate::safety::PanicPoint::Report);
+        if let Some(op) = unrecorded {
+            quiet_line(ep, rc, &op);
+        }
+        return;
+    }
     report::emit(ep, call, rc, unrecorded.filter(|_| trigger == LAUNCH));
+}
+
+/// The one stderr line for a launch that failed by itself (not sticky).
+fn quiet_line(ep: EntryPoint, rc: CUresult, op: &OpRecord) {
+    let driver = crate::real::driver();
+    let (name, _) = match driver {
+        Some(d) => d.error_text(rc),
+        None => {
+            let (n, d) = error_name(rc);
+            (n.to_string(), d.to_string())
+        }
+    };
+    let kernel = crate::record::names::name(driver, op.launch.handle)
+        .unwrap_or_else(|| format!("{:#x}", op.launch.handle));
+    crate::safety::say(&format!(
+        "cudablame: {} returned {name} ({rc}) for kernel {} (grid {:?}, block {:?}); not sticky, \
+         the program may handle it; reported once (CUDABLAME_REPORT_NONSTICKY=on for a full report)",
+        ep.name(),
+        crate::safety::shorten(&kernel, 120),
+        op.launch.grid,
+        op.launch.block,
+    ));
 }
 
 /// Forgets written reports and error counts (a forked child reports its own errors). Takes no

@@ -3,12 +3,13 @@
 //! stderr is written with [`write_stderr`], which never panics and never raises `SIGPIPE` in the
 //! program; and a forked child forgets the parent's tables ([`after_fork_in_child`]).
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
-use std::sync::Once;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
 
 /// Set by the first panic in cudablame's code: every hook then only makes the real call.
 static DISABLED: AtomicBool = AtomicBool::new(false);
-static HOOK: Once = Once::new();
+/// The panic hook: 0 not installed, 1 being installed (by one thread; the others do not wait),
+/// 2 installed. Not a `std::sync::Once`: see [`ForkSafeOnce`].
+static HOOK: AtomicU8 = AtomicU8::new(0);
 
 /// Whether an internal error turned cudablame off.
 #[inline]
@@ -30,8 +31,13 @@ pub fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
 /// program's call needs (the real function), which must keep working after an internal error.
 #[inline]
 pub fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
-    if !HOOK.is_completed() {
+    if HOOK.load(Ordering::Acquire) == 0
+        && HOOK
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    {
         install_panic_hook();
+        HOOK.store(2, Ordering::Release);
     }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(v) => Some(v),
@@ -45,28 +51,26 @@ pub fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
 /// Replaces the default panic hook of cudablame's own copy of `std` (a Rust host program has
 /// its own, untouched): one line, the first time, instead of a message and a backtrace hint.
 fn install_panic_hook() {
-    HOOK.call_once(|| {
-        std::panic::set_hook(Box::new(|info| {
-            DISABLED.store(true, Ordering::Relaxed);
-            static SAID: AtomicBool = AtomicBool::new(false);
-            if SAID.swap(true, Ordering::Relaxed) {
-                return;
-            }
-            let payload = info.payload();
-            let message = payload
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-                .unwrap_or("panic");
-            let at = info
-                .location()
-                .map(|l| format!(" at {}:{}", l.file(), l.line()))
-                .unwrap_or_default();
-            say(&format!(
-                "cudablame: internal error ({message}{at}); continuing without it"
-            ));
-        }));
-    });
+    std::panic::set_hook(Box::new(|info| {
+        DISABLED.store(true, Ordering::Relaxed);
+        static SAID: AtomicBool = AtomicBool::new(false);
+        if SAID.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("panic");
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        say(&format!(
+            "cudablame: internal error ({message}{at}); continuing without it"
+        ));
+    }));
 }
 
 /// Where `CUDABLAME_TEST_PANIC` (test-only) makes cudablame's own code panic.
@@ -221,12 +225,72 @@ impl<T: Default> Default for Resettable<T> {
 /// Registers [`after_fork_in_child`] with `pthread_atfork`, once (at the first hooked call: a
 /// process that never reaches the driver has nothing to forget).
 pub fn register_fork_handler() {
-    static REGISTERED: Once = Once::new();
-    REGISTERED.call_once(|| {
+    // Not a `std::sync::Once`: a thread forking while another is inside `call_once` would leave
+    // the child's copy "running" forever, and the child's first hook would wait on it forever.
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
+    if !REGISTERED.load(Ordering::Acquire) && !REGISTERED.swap(true, Ordering::AcqRel) {
         // SAFETY: registers a plain extern "C" function.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
-    });
+    }
 }
+
+/// A value computed once, like `std::sync::OnceLock`, but **never waited for**: threads that find
+/// it missing all compute it and the first to publish wins (the others' values are dropped).
+/// A `OnceLock` being initialized when another thread calls `fork()` stays "being initialized"
+/// forever in the child, whose first `get_or_init` then hangs; this one cannot. For values whose
+/// computation is idempotent and has no side effects that must happen once (configuration parsed
+/// from the environment, driver symbols looked up).
+pub struct ForkSafeOnce<T> {
+    value: AtomicPtr<T>,
+}
+
+impl<T> ForkSafeOnce<T> {
+    pub const fn new() -> Self {
+        ForkSafeOnce {
+            value: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The value, if published.
+    pub fn get(&self) -> Option<&T> {
+        let p = self.value.load(Ordering::Acquire);
+        // SAFETY: a published pointer comes from Box::into_raw and is never freed.
+        unsafe { p.as_ref() }
+    }
+
+    /// The value, computing it (possibly concurrently with other threads) if missing.
+    pub fn get_or_init(&self, f: impl FnOnce() -> T) -> &T {
+        if let Some(v) = self.get() {
+            return v;
+        }
+        let mine = Box::into_raw(Box::new(f()));
+        match self.value.compare_exchange(
+            std::ptr::null_mut(),
+            mine,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: just published, never freed.
+            Ok(_) => unsafe { &*mine },
+            Err(theirs) => {
+                // SAFETY: `mine` was never shared; `theirs` is published and never freed.
+                drop(unsafe { Box::from_raw(mine) });
+                unsafe { &*theirs }
+            }
+        }
+    }
+}
+
+impl<T> Default for ForkSafeOnce<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// SAFETY: shares `&T` across threads (like OnceLock<T>), and moves a `T` between threads when a
+// thread publishes the value another computed... never: each thread publishes its own.
+unsafe impl<T: Send + Sync> Sync for ForkSafeOnce<T> {}
+unsafe impl<T: Send> Send for ForkSafeOnce<T> {}
 
 /// `pthread_atfork` child handler: the child must never use its parent's contexts, streams,
 /// marker slots or kernel names, and reports its own errors under its own pid. Takes no lock.

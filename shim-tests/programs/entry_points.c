@@ -131,7 +131,34 @@ typedef void *CUmemoryPool_;
     X(cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long))                  \
     X(cuGraphInstantiateWithParams, (CUgraphExec *, CUgraph, void *))                             \
     X(cuGraphInstantiateWithParams_ptsz, (CUgraphExec *, CUgraph, void *))                        \
-    X(cuStreamDestroy_v2, (CUstream))
+    X(cuStreamDestroy_v2, (CUstream))                                                             \
+    X(cuMemsetD2D8_v2, (CUdeviceptr, size_t, unsigned char, size_t, size_t))                      \
+    X(cuMemsetD2D8_v2_ptds, (CUdeviceptr, size_t, unsigned char, size_t, size_t))                 \
+    X(cuMemsetD2D16_v2, (CUdeviceptr, size_t, unsigned short, size_t, size_t))                    \
+    X(cuMemsetD2D16_v2_ptds, (CUdeviceptr, size_t, unsigned short, size_t, size_t))               \
+    X(cuMemsetD2D32_v2, (CUdeviceptr, size_t, unsigned, size_t, size_t))                          \
+    X(cuMemsetD2D32_v2_ptds, (CUdeviceptr, size_t, unsigned, size_t, size_t))                     \
+    X(cuMemsetD2D8Async, (CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream))          \
+    X(cuMemsetD2D8Async_ptsz, (CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream))     \
+    X(cuMemsetD2D16Async, (CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream))        \
+    X(cuMemsetD2D16Async_ptsz, (CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream))   \
+    X(cuMemsetD2D32Async, (CUdeviceptr, size_t, unsigned, size_t, size_t, CUstream))              \
+    X(cuMemsetD2D32Async_ptsz, (CUdeviceptr, size_t, unsigned, size_t, size_t, CUstream))         \
+    X(cuMemcpy3DPeer, (const void *))                                                             \
+    X(cuMemcpy3DPeer_ptds, (const void *))                                                        \
+    X(cuMemcpy3DPeerAsync, (const void *, CUstream))                                              \
+    X(cuMemcpy3DPeerAsync_ptsz, (const void *, CUstream))                                         \
+    X(cuStreamWriteValue32, (CUstream, CUdeviceptr, cuuint32_t, unsigned))                       \
+    X(cuStreamWriteValue32_ptsz, (CUstream, CUdeviceptr, cuuint32_t, unsigned))                  \
+    X(cuStreamWriteValue32_v2, (CUstream, CUdeviceptr, cuuint32_t, unsigned))                    \
+    X(cuStreamWriteValue32_v2_ptsz, (CUstream, CUdeviceptr, cuuint32_t, unsigned))               \
+    X(cuStreamWriteValue64, (CUstream, CUdeviceptr, cuuint64_t, unsigned))                       \
+    X(cuStreamWriteValue64_ptsz, (CUstream, CUdeviceptr, cuuint64_t, unsigned))                  \
+    X(cuStreamWriteValue64_v2, (CUstream, CUdeviceptr, cuuint64_t, unsigned))                    \
+    X(cuStreamWriteValue64_v2_ptsz, (CUstream, CUdeviceptr, cuuint64_t, unsigned))               \
+    X(cuCtxDestroy_v2, (CUcontext))                                                               \
+    X(cuDevicePrimaryCtxReset_v2, (CUdevice))                                                     \
+    X(cuDevicePrimaryCtxRelease_v2, (CUdevice))
 
 /* Functions the script needs that cudablame does not hook (resolved the same way). */
 #define HELPERS(X)                                                                                \
@@ -139,6 +166,7 @@ typedef void *CUmemoryPool_;
     X(cuDeviceGet, (CUdevice *, int))                                                             \
     X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                                          \
     X(cuCtxSetCurrent, (CUcontext))                                                               \
+    X(cuCtxCreate_v2, (CUcontext *, unsigned, CUdevice))                                          \
     X(cuStreamCreate, (CUstream *, unsigned))                                                     \
     X(cuEventCreate, (CUevent *, unsigned))                                                       \
     X(cuStreamIsCapturing, (CUstream, CUstreamCaptureStatus *))                                   \
@@ -465,6 +493,16 @@ int main(int argc, char **argv) {
     CALL(cuEventRecordWithFlags_ptsz, e, NULL, 0);
     CALL(cuLaunchHostFunc, s, host_fn, NULL);
     CALL(cuLaunchHostFunc_ptsz, NULL, host_fn, NULL);
+    CALL(cuStreamWriteValue32, s, d1, 7, 0);
+    CALL(cuStreamWriteValue32_ptsz, NULL, d1 + 4, 8, 0);
+    CALL(cuStreamWriteValue32_v2, s, d1 + 1, 9, 0);
+    CALL(cuStreamWriteValue32_v2_ptsz, NULL, 0x10, 9, 0);
+    CALL(cuStreamWriteValue64, s, d1 + 8, 10, 0);
+    CALL(cuStreamWriteValue64_ptsz, NULL, d1 + 8, 11, 0);
+    CALL(cuStreamWriteValue64_v2, s, d1 + 8, 12, 0);
+    CALL(cuStreamWriteValue64_v2_ptsz, (CUstream)0x1234, d1 + 8, 13, 0);
+    CALL(cuStreamSynchronize, s);
+    CALL(cuStreamSynchronize_ptsz, NULL);
     CALL(cuEventQuery, NULL);
     CALL(cuEventSynchronize, NULL);
     CALL(cuEventRecord, NULL, s);
@@ -563,6 +601,37 @@ int main(int argc, char **argv) {
     CALL(cuMemFree_v2, d2);
     CALL(cuStreamDestroy_v2, s);
     CALL(cuCtxSynchronize_v2, NULL);
+    /* Entry points the fake driver lacks: absent through cudablame too. */
+    CALL(cuMemsetD2D8_v2, d1, 16, 0, 4, 1);
+    CALL(cuMemsetD2D8_v2_ptds, d1, 16, 0, 4, 1);
+    CALL(cuMemsetD2D16_v2, d1, 16, 0, 4, 1);
+    CALL(cuMemsetD2D16_v2_ptds, d1, 16, 0, 4, 1);
+    CALL(cuMemsetD2D32_v2, d1, 16, 0, 4, 1);
+    CALL(cuMemsetD2D32_v2_ptds, d1, 16, 0, 4, 1);
+    CALL(cuMemsetD2D8Async, d1, 16, 0, 4, 1, NULL);
+    CALL(cuMemsetD2D8Async_ptsz, d1, 16, 0, 4, 1, NULL);
+    CALL(cuMemsetD2D16Async, d1, 16, 0, 4, 1, NULL);
+    CALL(cuMemsetD2D16Async_ptsz, d1, 16, 0, 4, 1, NULL);
+    CALL(cuMemsetD2D32Async, d1, 16, 0, 4, 1, NULL);
+    CALL(cuMemsetD2D32Async_ptsz, d1, 16, 0, 4, 1, NULL);
+    CALL(cuMemcpy3DPeer, NULL);
+    CALL(cuMemcpy3DPeer_ptds, NULL);
+    CALL(cuMemcpy3DPeerAsync, NULL, NULL);
+    CALL(cuMemcpy3DPeerAsync_ptsz, NULL, NULL);
+    /* ---- context life: a bad handle, the last release (destroys), a reset ---- */
+    CALL(cuCtxDestroy_v2, NULL);
+    CALL(cuCtxDestroy_v2, (CUcontext)0x1234);
+    CALL(cuDevicePrimaryCtxRelease_v2, dev);
+    CALL(cuDevicePrimaryCtxRelease_v2, 99);
+    CALL(cuDevicePrimaryCtxReset_v2, dev);
+    CALL(cuDevicePrimaryCtxReset_v2, 99);
+    CALL(cuDevicePrimaryCtxRetain, &ctx, dev);
+    CALL(cuCtxSetCurrent, ctx);
+    CUcontext c2 = NULL;
+    CALL(cuCtxCreate_v2, &c2, 0, dev);
+    CALL(cuLaunchKernel, quick, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
+    CALL(cuCtxDestroy_v2, c2);
+    CALL(cuCtxDestroy_v2, c2);
     printf("calls=%d\n", calls);
     return 0;
 }

@@ -24,7 +24,7 @@ int plugin_run(void) {
     /* RTLD_DEFAULT from here searches the global scope and this library's own scope. */
     printf("default_cuDeviceGet=%s\n", dlsym(RTLD_DEFAULT, "cuDeviceGet") ? "found" : "missing");
     printf("default_cuLaunchKernel=%s\n", dlsym(RTLD_DEFAULT, "cuLaunchKernel") ? "found" : "missing");
-    printf("default_cuMemcpy3DPeer=%s\n", dlsym(RTLD_DEFAULT, "cuMemcpy3DPeer") ? "found" : "missing");
+    printf("default_cuMemcpyBatchAsync=%s\n", dlsym(RTLD_DEFAULT, "cuMemcpyBatchAsync") ? "found" : "missing");
     PFN_cuLaunchKernel launch = NULL;
     unsigned status = 0;
     unsigned rc = cudaGetDriverEntryPoint("cuLaunchKernel", (void **)&launch, 0, &status);

@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -52,7 +55,15 @@ typedef struct {
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags,                                    \
       (CUgraphExec *, CUgraph, unsigned long long))                                                \
     X(cuGraphLaunch, cuGraphLaunch, (CUgraphExec, CUstream))                                       \
-    X(cuGraphGetNodes, cuGraphGetNodes, (CUgraph, CUgraphNode *, size_t *))
+    X(cuGraphGetNodes, cuGraphGetNodes, (CUgraph, CUgraphNode *, size_t *))                      \
+    X(cuMemsetD32, cuMemsetD32_v2, (CUdeviceptr, unsigned, size_t))                               \
+    X(cuMemcpyDtoD, cuMemcpyDtoD_v2, (CUdeviceptr, CUdeviceptr, size_t))                          \
+    X(cuCtxCreate, cuCtxCreate_v2, (CUcontext *, unsigned, int))                                  \
+    X(cuCtxDestroy, cuCtxDestroy_v2, (CUcontext))                                                 \
+    X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2, (int))                                \
+    X(cuStreamWriteValue32, cuStreamWriteValue32_v2, (CUstream, CUdeviceptr, unsigned, unsigned)) \
+    X(cuMemFree, cuMemFree_v2, (CUdeviceptr))                                                     \
+    X(cuLaunchHostFunc, cuLaunchHostFunc, (CUstream, void (*)(void *), void *))
 
 #define DECLARE(name, sym, params) static CUresult(*p_##name) params;
 DRIVER_FUNCTIONS(DECLARE)
@@ -181,6 +192,76 @@ __attribute__((noinline)) CUgraphExec capture_graph(CUstream s) {
     return e;
 }
 
+/* Loads the module into the current context and returns its `name` kernel. */
+static CUfunction kernel_in_current(const char *name) {
+    CUmodule m;
+    CUfunction f;
+    check("cuModuleLoadData", p_cuModuleLoadData(&m, MODULE));
+    check(name, p_cuModuleGetFunction(&f, m, name));
+    return f;
+}
+
+/* For "atexit": the global destructor / exit handler of a C++ program, running after glibc
+ * destroyed the main thread's thread-local storage. */
+static void at_exit_launch(void) {
+    CUresult launched = launch_bad_kernel(oob_write, NULL);
+    int out[16];
+    CUresult rc = p_cuMemcpyDtoH(out, buffer, sizeof out);
+    printf("atexit_launch_rc=%u\natexit_memcpy_rc=%u\n", launched, rc);
+}
+
+/* For "many_threads": 300 launches on the thread's per-thread default stream (with --ptds). */
+static void *short_lived(void *arg) {
+    (void)arg;
+    check("thread context", p_cuCtxSetCurrent(ctx));
+    for (int i = 0; i < 300; i++) check("launch", launch(quick, 1, 32, NULL));
+    check("sync", p_cuStreamSynchronize(NULL));
+    return NULL;
+}
+
+static void host_fn(void *arg) { (void)arg; }
+
+/* For "fork_during_init" (built with -DLINKED: the first hooked call initialises cudablame). */
+static void *first_hooked_call(void *arg) {
+    (void)arg;
+    CUdeviceptr d;
+    for (int i = 0; i < 20; i++) (void)p_cuMemAlloc(&d, 16); /* no context: fails, hooked */
+    return NULL;
+}
+
+/* Forks while another thread makes the process's first hooked calls; each child makes a hooked
+ * call and exits. A child that has not exited after 5 s is killed and counted as hung. */
+static int fork_during_init(void) {
+    check("cuInit", p_cuInit(0));
+    pthread_t t;
+    pthread_create(&t, NULL, first_hooked_call, NULL);
+    int hung = 0;
+    pid_t kids[40];
+    for (int i = 0; i < 40; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            CUdeviceptr d;
+            (void)p_cuMemAlloc(&d, 16);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < 40; i++) {
+        int status = 0, waited = 0;
+        while (waitpid(kids[i], &status, WNOHANG) == 0) {
+            if (++waited > 5000) {
+                kill(kids[i], SIGKILL);
+                waitpid(kids[i], &status, 0);
+                hung++;
+                break;
+            }
+            usleep(1000);
+        }
+    }
+    pthread_join(t, NULL);
+    printf("hung=%d\n", hung);
+    return 0;
+}
+
 static void *thread_body(void *arg) {
     (void)arg;
     printf("launch_tid=%ld\n", tid());
@@ -195,11 +276,15 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ptds")) per_thread = 1;
         else if (!strcmp(argv[i], "--dlsym")) by_dlsym = 1;
-        else scenario = argv[i];
+        else if (!strcmp(argv[i], "dlclose_refresh")) {
+            scenario = argv[i];
+            break;
+        } else scenario = argv[i];
     }
     setvbuf(stdout, NULL, _IONBF, 0);
     printf("pid=%d\nmain_tid=%ld\n", getpid(), tid());
     resolve(per_thread, by_dlsym);
+    if (!strcmp(scenario, "fork_during_init")) return fork_during_init();
     setup();
     int out[16];
 
@@ -319,6 +404,125 @@ int main(int argc, char **argv) {
         e = capture_graph(s);
         check("graph launch", p_cuGraphLaunch(e, s));
         return report_rc("sync_rc", p_cuStreamSynchronize(s));
+    }
+    if (!strcmp(scenario, "memset_between")) {
+        /* #1 upload, #2 oob_write (culprit, runs 1 ms), #3 a memset of device memory that
+         * returns before the kernel ends (it proves nothing), #4 a device-to-device copy (the
+         * same), #5 quick; the read-back reports it. */
+        launch_bad_kernel(oob_write, NULL);
+        printf("memset_rc=%u\n", p_cuMemsetD32(buffer, 7, 16));
+        printf("dtod_rc=%u\n", p_cuMemcpyDtoD(buffer + 1024, buffer, 64));
+        launch_after(NULL, 1);
+        return report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
+    }
+    if (!strcmp(scenario, "write_value")) {
+        /* #1 upload, #2 slow (20 ms), #3 the program's own cuStreamWriteValue32 into memory it
+         * frees right after (the culprit: a stream memory operation that faults when it runs),
+         * #4 quick; the read-back reports it. */
+        CUdeviceptr tmp;
+        check("cuMemAlloc", p_cuMemAlloc(&tmp, 256));
+        launch_warmup(NULL, 1);
+        printf("write_rc=%u\n", p_cuStreamWriteValue32(NULL, tmp, 1, 0));
+        check("cuMemFree", p_cuMemFree(tmp));
+        launch_after(NULL, 1);
+        return report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
+    }
+    if (!strcmp(scenario, "host_func")) {
+        /* #1 upload, #2 quick, then a host function (work cudablame does not record as an op),
+         * #3 oob_write (culprit), #4 quick. The marker proves #2; the host function ran in
+         * between: the verdict names #3 but cannot be exact. */
+        launch_after(NULL, 1);
+        printf("host_func_rc=%u\n", p_cuLaunchHostFunc(NULL, host_fn, NULL));
+        launch_bad_kernel(oob_write, NULL);
+        launch_after(NULL, 1);
+        return report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
+    }
+    if (!strcmp(scenario, "dlclose_refresh")) {
+        /* argv: ... dlclose_refresh LIB_A LIB_B. A launch from main (cudablame's unwinder lists
+         * the loaded modules), then B is loaded, A loaded and unloaded, and at once (well within
+         * the unwinder's 100 ms rescan period) oob_write is launched from B: its launch stack
+         * must go through B to main. */
+        launch_after(NULL, 1);
+        void *b = dlopen(argv[argc - 1], RTLD_NOW);
+        void *a = dlopen(argv[argc - 2], RTLD_NOW);
+        if (!a || !b) {
+            printf("setup_failed=dlopen %s\n", dlerror());
+            return 3;
+        }
+        printf("dlclose_rc=%d\n", dlclose(a));
+        CUresult (*from_b)(void *, void *, void **) =
+            (CUresult(*)(void *, void *, void **))dlsym(b, "launch_from_plugin");
+        void *params[] = {&buffer};
+        check("launch from b", from_b((void *)p_cuLaunchKernel, oob_write, params));
+        return report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
+    }
+    if (!strcmp(scenario, "two_contexts")) {
+        /* Context A (the primary context of device 0): stream S, #1 oob_write (culprit). Context
+         * B (created on device 1, current from then on): slow, still running. The program
+         * synchronizes S: the error is A's, the verdict must look at A's streams. */
+        CUstream s;
+        CUcontext b;
+        int dev1;
+        check("stream", p_cuStreamCreate(&s, 1));
+        launch_bad_kernel(oob_write, s);
+        check("cuDeviceGet 1", p_cuDeviceGet(&dev1, 1));
+        check("cuCtxCreate", p_cuCtxCreate(&b, 0, dev1));
+        CUfunction slow_b = kernel_in_current("slow");
+        check("slow on b", launch(slow_b, 1, 32, NULL));
+        return report_rc("sync_rc", p_cuStreamSynchronize(s));
+    }
+    if (!strcmp(scenario, "ctx_destroy") || !strcmp(scenario, "primary_reset")) {
+        /* A context that got progress markers is destroyed (ctx_destroy: a created context;
+         * primary_reset: the primary context, as cudaDeviceReset does): the driver frees what was
+         * allocated in it. Then new work faults in a live context: the report must not read the
+         * old markers nor blame the old context's ops. */
+        int reset = !strcmp(scenario, "primary_reset");
+        if (reset) {
+            launch_after(NULL, 2);
+            check("sync", p_cuCtxSynchronize(NULL));
+            check("reset", p_cuDevicePrimaryCtxReset(0));
+            check("retain", p_cuDevicePrimaryCtxRetain(&ctx, 0));
+            check("set", p_cuCtxSetCurrent(ctx));
+        } else {
+            CUcontext c;
+            check("cuCtxCreate", p_cuCtxCreate(&c, 0, 0));
+            CUfunction q = kernel_in_current("quick");
+            CUstream s;
+            check("stream", p_cuStreamCreate(&s, 1));
+            for (int i = 0; i < 3; i++) check("launch", launch(q, 1, 32, s));
+            check("launch", launch(q, 1, 32, NULL));
+            check("sync", p_cuCtxSynchronize(NULL));
+            check("destroy", p_cuCtxDestroy(c));
+            check("set", p_cuCtxSetCurrent(ctx));
+        }
+        CUfunction bad = reset ? kernel_in_current("oob_write") : oob_write;
+        if (reset) {
+            check("cuMemAlloc", p_cuMemAlloc(&buffer, 4096));
+        }
+        launch_bad_kernel(bad, NULL);
+        launch_after(NULL, 1);
+        return report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
+    }
+    if (!strcmp(scenario, "atexit")) {
+        /* main launches (cudablame's thread-local caches are in use), then returns; the exit
+         * handler launches oob_write and reads back after glibc destroyed thread-local storage. */
+        launch_after(NULL, 2);
+        check("sync", p_cuCtxSynchronize(NULL));
+        atexit(at_exit_launch);
+        return 0;
+    }
+    if (!strcmp(scenario, "many_threads")) {
+        /* 800 short-lived threads (4 at a time) x 300 launches each; prints the peak RSS. */
+        int rounds = getenv("ROUNDS") ? atoi(getenv("ROUNDS")) : 200;
+        for (int round = 0; round < rounds; round++) {
+            pthread_t t[4];
+            for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, short_lived, NULL);
+            for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+        }
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("maxrss_kb=%ld\n", ru.ru_maxrss);
+        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
     }
     if (!strcmp(scenario, "ok")) {
         /* No error at all: no report, same output with and without the shim. */

@@ -129,11 +129,13 @@ fn check_run(ring: usize, stdout: &str, stderr: &str, rep: &serde_json::Value) -
         end <= half + 16 * 1024,
         "RSS grew from {half} KiB to {end} KiB in the second half"
     );
-    // And it is bounded by what the rings and the unwinder caches can hold: 2 KiB per op slot,
-    // 1 MiB per launching thread, 64 MiB for everything else (program, driver, allocator).
-    let bound = (u64::from(threads * streams) * ring as u64 * 2)
-        + u64::from(threads + 1) * 1024
-        + 64 * 1024;
+    // And it is bounded by what the rings and the stack copies can hold: 2 KiB per op slot,
+    // 32 stack copies of 8 KiB per stream (`record::streams::STACK_COPIES`, the default
+    // CUDABLAME_STACK_BYTES), 1 MiB per launching thread, 64 MiB for everything else (program,
+    // driver, allocator).
+    let per_stream = ring as u64 * 2 + 32 * 8;
+    let bound =
+        u64::from(threads * streams) * per_stream + u64::from(threads + 1) * 1024 + 64 * 1024;
     assert!(
         peak <= bound,
         "peak RSS {peak} KiB over the bound {bound} KiB"

@@ -326,7 +326,7 @@ fn library_loaded_rtld_local_keeps_its_own_scope() {
     assert_eq!(r.printed("default_cuDeviceGet"), "found");
     assert_eq!(r.printed("default_cuLaunchKernel"), "found");
     assert_eq!(
-        r.printed("default_cuMemcpy3DPeer"),
+        r.printed("default_cuMemcpyBatchAsync"),
         "missing",
         "cudablame must not make absent functions appear"
     );

@@ -72,33 +72,57 @@ macro_rules! for_each_entry_point {
             [cuMemsetD32Async: legacy, cuMemsetD32Async_ptsz: per_thread]
                 (dst: CUdeviceptr, value: c_uint, count: usize, stream: CUstream)
                 => memset_async(count * 4, stream);
+            [cuMemsetD2D8Async: legacy, cuMemsetD2D8Async_ptsz: per_thread]
+                (dst: CUdeviceptr, pitch: usize, value: u8, width: usize, height: usize, stream: CUstream)
+                => memset_async(width * height, stream);
+            [cuMemsetD2D16Async: legacy, cuMemsetD2D16Async_ptsz: per_thread]
+                (dst: CUdeviceptr, pitch: usize, value: u16, width: usize, height: usize, stream: CUstream)
+                => memset_async(width * height * 2, stream);
+            [cuMemsetD2D32Async: legacy, cuMemsetD2D32Async_ptsz: per_thread]
+                (dst: CUdeviceptr, pitch: usize, value: c_uint, width: usize, height: usize, stream: CUstream)
+                => memset_async(width * height * 4, stream);
+            // The program's own stream memory writes (cudablame's markers use the driver's function
+            // directly, never these wrappers): recorded as 4- and 8-byte memsets.
+            [cuStreamWriteValue32: legacy, cuStreamWriteValue32_ptsz: per_thread,
+             cuStreamWriteValue32_v2: legacy, cuStreamWriteValue32_v2_ptsz: per_thread]
+                (stream: CUstream, addr: CUdeviceptr, value: u32, flags: c_uint)
+                => memset_async(4, stream);
+            [cuStreamWriteValue64: legacy, cuStreamWriteValue64_ptsz: per_thread,
+             cuStreamWriteValue64_v2: legacy, cuStreamWriteValue64_v2_ptsz: per_thread]
+                (stream: CUstream, addr: CUdeviceptr, value: u64, flags: c_uint)
+                => memset_async(8, stream);
+            [cuMemcpy3DPeerAsync: legacy, cuMemcpy3DPeerAsync_ptsz: per_thread]
+                (copy: CopyDescriptor, stream: CUstream)
+                => memcpy_async(0, stream);
 
-            // ---- synchronous copies and memsets: recorded as completed ops when they succeed, which
-            //      also proves the default stream's earlier ops completed ----
+            // ---- blocking copies and memsets: what their return proves follows the driver API's
+            //      "API synchronization behavior" table (see `record::Proves`): device-to-host
+            //      copies complete with earlier work, host-to-device copies wait for earlier work,
+            //      device-to-device copies and memsets are ordinary ops with progress markers ----
             [cuMemcpy: legacy, cuMemcpy_ptds: per_thread]
                 (dst: CUdeviceptr, src: CUdeviceptr, bytes: usize)
-                => memcpy_sync(bytes);
+                => memcpy_unified(dst, src, bytes);
             [cuMemcpyHtoD_v2: legacy, cuMemcpyHtoD_v2_ptds: per_thread]
                 (dst: CUdeviceptr, src: *const c_void, bytes: usize)
-                => memcpy_sync(bytes);
+                => copy_htod(bytes);
             [cuMemcpyDtoH_v2: legacy, cuMemcpyDtoH_v2_ptds: per_thread]
                 (dst: *mut c_void, src: CUdeviceptr, bytes: usize)
-                => memcpy_sync(bytes);
+                => copy_dtoh(bytes);
             [cuMemcpyDtoD_v2: legacy, cuMemcpyDtoD_v2_ptds: per_thread]
                 (dst: CUdeviceptr, src: CUdeviceptr, bytes: usize)
-                => memcpy_sync(bytes);
+                => copy_dtod(bytes);
             [cuMemcpyPeer: legacy, cuMemcpyPeer_ptds: per_thread]
                 (dst: CUdeviceptr, dst_ctx: CUcontext, src: CUdeviceptr, src_ctx: CUcontext, bytes: usize)
-                => memcpy_sync(bytes);
+                => copy_dtod(bytes);
             [cuMemcpy2D_v2: legacy, cuMemcpy2D_v2_ptds: per_thread]
                 (copy: CopyDescriptor)
-                => memcpy_sync(0);
+                => memcpy_described(copy, false);
             [cuMemcpy2DUnaligned_v2: legacy, cuMemcpy2DUnaligned_v2_ptds: per_thread]
                 (copy: CopyDescriptor)
-                => memcpy_sync(0);
+                => memcpy_described(copy, false);
             [cuMemcpy3D_v2: legacy, cuMemcpy3D_v2_ptds: per_thread]
                 (copy: CopyDescriptor)
-                => memcpy_sync(0);
+                => memcpy_described(copy, true);
             [cuMemsetD8_v2: legacy, cuMemsetD8_v2_ptds: per_thread]
                 (dst: CUdeviceptr, value: u8, count: usize)
                 => memset_sync(count);
@@ -108,6 +132,19 @@ macro_rules! for_each_entry_point {
             [cuMemsetD32_v2: legacy, cuMemsetD32_v2_ptds: per_thread]
                 (dst: CUdeviceptr, value: c_uint, count: usize)
                 => memset_sync(count * 4);
+            [cuMemsetD2D8_v2: legacy, cuMemsetD2D8_v2_ptds: per_thread]
+                (dst: CUdeviceptr, pitch: usize, value: u8, width: usize, height: usize)
+                => memset_sync(width * height);
+            [cuMemsetD2D16_v2: legacy, cuMemsetD2D16_v2_ptds: per_thread]
+                (dst: CUdeviceptr, pitch: usize, value: u16, width: usize, height: usize)
+                => memset_sync(width * height * 2);
+            [cuMemsetD2D32_v2: legacy, cuMemsetD2D32_v2_ptds: per_thread]
+                (dst: CUdeviceptr, pitch: usize, value: c_uint, width: usize, height: usize)
+                => memset_sync(width * height * 4);
+            // Peer copies are device to device (`CUDA_MEMCPY3D_PEER` names two contexts).
+            [cuMemcpy3DPeer: legacy, cuMemcpy3DPeer_ptds: per_thread]
+                (copy: CopyDescriptor)
+                => copy_dtod(0);
 
             // ---- synchronization and queries: success proves completion, errors are observed ----
             [cuCtxSynchronize: legacy]
@@ -135,9 +172,10 @@ macro_rules! for_each_entry_point {
             [cuEventRecordWithFlags: legacy, cuEventRecordWithFlags_ptsz: per_thread]
                 (event: CUevent, stream: CUstream, flags: c_uint)
                 => observe_stream(stream);
+            // A host function is not recorded as an op: unseen work on its stream.
             [cuLaunchHostFunc: legacy, cuLaunchHostFunc_ptsz: per_thread]
                 (stream: CUstream, func: *mut c_void, user_data: *mut c_void)
-                => observe_stream(stream);
+                => unseen_work(stream);
             [cuStreamWaitEvent: legacy, cuStreamWaitEvent_ptsz: per_thread]
                 (stream: CUstream, event: CUevent, flags: c_uint)
                 => observe_stream(stream);
@@ -225,6 +263,17 @@ macro_rules! for_each_entry_point {
             [cuStreamDestroy_v2: legacy]
                 (stream: CUstream)
                 => destroy_stream(stream);
+
+            // ---- context life: a destroyed or reset context's streams and markers are forgotten ----
+            [cuCtxDestroy_v2: legacy]
+                (ctx: CUcontext)
+                => destroy_context(ctx);
+            [cuDevicePrimaryCtxReset_v2: legacy]
+                (dev: CUdevice)
+                => primary_reset(dev);
+            [cuDevicePrimaryCtxRelease_v2: legacy]
+                (dev: CUdevice)
+                => primary_release(dev);
         }
     };
 }

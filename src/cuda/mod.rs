@@ -63,6 +63,8 @@ pub const CU_STREAM_PER_THREAD: usize = 0x2;
 /// `cuMemHostAlloc` flags (Memory Management): portable across contexts, mapped for the device.
 pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 0x01;
 pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 0x02;
+/// `cuMemHostRegister` flag: map the range into the device's address space.
+pub const CU_MEMHOSTREGISTER_DEVICEMAP: c_uint = 0x02;
 pub const CU_STREAM_CAPTURE_MODE_RELAXED: CUstreamCaptureMode = 2;
 pub const CU_STREAM_CAPTURE_STATUS_NONE: CUstreamCaptureStatus = 0;
 

@@ -198,6 +198,34 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
     }
 }
 
+/// Interposed `dlclose` (`dlclose(3)`): glibc's, with the unwinder's module list dropped
+/// around it ([`crate::stack::unwind::unloading`]) so that no launch stack is unwound through a
+/// library being unmapped and the next one sees the new list at once.
+#[no_mangle]
+pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
+    let real = real::real_dlclose();
+    if real == 0 {
+        return -1;
+    }
+    type F = unsafe extern "C" fn(*mut c_void) -> c_int;
+    // SAFETY: `real` is glibc's dlclose; the program's own handle, passed on.
+    let close = || unsafe { std::mem::transmute::<usize, F>(real)(handle) };
+    if crate::safety::disabled() {
+        return close();
+    }
+    let mut rc = None;
+    let mut close = Some(close);
+    crate::safety::catching(|| {
+        crate::stack::unwind::unloading(|| rc = close.take().map(|c| c()));
+    });
+    match (rc, close) {
+        (Some(rc), _) => rc,
+        // The unwinder panicked before the real call: make it now.
+        (None, Some(c)) => c(),
+        (None, None) => -1,
+    }
+}
+
 /// cudablame's own export named `symbol` (a hooked entry point, `cuGetProcAddress*`,
 /// `cudaGetDriverEntryPoint*`), if it is one.
 ///
@@ -226,6 +254,10 @@ unsafe fn own_export(symbol: *const c_char) -> Option<usize> {
 /// caller would have found a definition without cudablame (the driver's, or another library's),
 /// NULL otherwise, so that probing for a driver function the installed driver lacks (or before the
 /// driver is loaded) still finds nothing. Returns false for other names (glibc answers those).
+///
+/// # Safety
+/// `symbol` is NULL or NUL-terminated; `answer` is a valid out slot (the naked `dlsym` entry
+/// passes its own stack slot).
 unsafe extern "C" fn dlsym_default(
     symbol: *const c_char,
     caller: usize,
@@ -261,6 +293,10 @@ unsafe extern "C" fn dlsym_default(
 
 /// `dlsym` in a library handle: glibc's result, with hooked driver functions replaced by our
 /// wrappers (the static CUDA runtime and Triton look the driver up this way).
+///
+/// # Safety
+/// As `dlsym(3)`: `handle` is a handle from `dlopen` or a pseudo-handle, `symbol` NULL or
+/// NUL-terminated.
 unsafe extern "C" fn dlsym_in_handle(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
     // SAFETY: the program's own arguments, passed on.
     let p = unsafe { real::dlsym(handle, symbol) };
@@ -304,6 +340,9 @@ type GetProcAddressV2 = unsafe extern "C" fn(
 ) -> CUresult;
 
 /// Replaces a successfully resolved function pointer in `*pfn` by its wrapper.
+///
+/// # Safety
+/// `pfn` is NULL or a valid, initialized `void*` slot (the real resolver succeeded).
 unsafe fn wrap_out(how: &str, symbol: *const c_char, pfn: *mut *mut c_void) {
     // SAFETY: the caller checked the real call succeeded, so pfn is a valid out pointer.
     let p = unsafe { pfn.as_mut() };
@@ -332,6 +371,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
         std::mem::transmute::<usize, GetProcAddress>(real)(symbol, pfn, cuda_version, flags)
     };
     if rc == CUDA_SUCCESS {
+        // SAFETY: the real call succeeded, so `pfn` is the program's valid out slot, written.
         unsafe { wrap_out("cuGetProcAddress", symbol, pfn) };
     }
     rc
@@ -361,6 +401,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
         )
     };
     if rc == CUDA_SUCCESS {
+        // SAFETY: the real call succeeded, so `pfn` is the program's valid out slot, written.
         unsafe { wrap_out("cuGetProcAddress_v2", symbol, pfn) };
     }
     rc
@@ -394,9 +435,13 @@ pub unsafe extern "C" fn cudaGetDriverEntryPoint(
     flags: u64,
     status: *mut c_uint,
 ) -> c_uint {
+    // SAFETY: the program's own arguments, as the runtime function takes them; 0: no caller.
     unsafe { get_driver_entry_point(symbol, func, flags, status, 0) }
 }
 
+/// # Safety
+/// The contract of `cudaGetDriverEntryPoint` (CUDA runtime API): `symbol` NUL-terminated,
+/// `func` a valid out slot, `status` NULL or valid; `caller` any address (0: unknown).
 unsafe extern "C" fn get_driver_entry_point(
     symbol: *const c_char,
     func: *mut *mut c_void,
@@ -416,6 +461,7 @@ unsafe extern "C" fn get_driver_entry_point(
     // SAFETY: the runtime's own function of this signature.
     let rc = unsafe { std::mem::transmute::<usize, F>(real)(symbol, func, flags, status) };
     if rc == 0 {
+        // SAFETY: the runtime succeeded, so `func` is the program's valid out slot, written.
         unsafe { wrap_out("cudaGetDriverEntryPoint", symbol, func) };
     }
     rc
@@ -446,9 +492,12 @@ pub unsafe extern "C" fn cudaGetDriverEntryPointByVersion(
     flags: u64,
     status: *mut c_uint,
 ) -> c_uint {
+    // SAFETY: the program's own arguments, as the runtime function takes them; 0: no caller.
     unsafe { get_driver_entry_point_by_version(symbol, func, cuda_version, flags, status, 0) }
 }
 
+/// # Safety
+/// The contract of `cudaGetDriverEntryPointByVersion`, as for [`get_driver_entry_point`].
 unsafe extern "C" fn get_driver_entry_point_by_version(
     symbol: *const c_char,
     func: *mut *mut c_void,
@@ -471,6 +520,7 @@ unsafe extern "C" fn get_driver_entry_point_by_version(
     let rc =
         unsafe { std::mem::transmute::<usize, F>(real)(symbol, func, cuda_version, flags, status) };
     if rc == 0 {
+        // SAFETY: the runtime succeeded, so `func` is the program's valid out slot, written.
         unsafe { wrap_out("cudaGetDriverEntryPointByVersion", symbol, func) };
     }
     rc

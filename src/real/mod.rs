@@ -10,9 +10,8 @@ pub mod printf;
 
 use crate::cuda::entry_points::EntryPoint;
 use crate::cuda::*;
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 
@@ -36,6 +35,35 @@ pub extern "C" fn resolve_real_dlsym() -> usize {
         }
     }
     0
+}
+
+/// glibc's own `dlclose` (the next definition after libcudablame's exported one), 0 if none.
+pub fn real_dlclose() -> usize {
+    static REAL: AtomicUsize = AtomicUsize::new(0);
+    let f = REAL.load(Ordering::Acquire);
+    if f != 0 {
+        return f;
+    }
+    for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
+        // SAFETY: dlvsym with constant NUL-terminated strings.
+        let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlclose".as_ptr(), version.as_ptr()) };
+        if !p.is_null() {
+            REAL.store(p as usize, Ordering::Release);
+            return p as usize;
+        }
+    }
+    0
+}
+
+/// Closes a handle with glibc's `dlclose` (never cudablame's own export).
+fn close_handle(handle: *mut c_void) {
+    let f = real_dlclose();
+    if f != 0 && !handle.is_null() {
+        // SAFETY: glibc's dlclose, a handle from dlopen closed once.
+        unsafe {
+            std::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void) -> i32>(f)(handle)
+        };
+    }
 }
 
 /// glibc's own `dlsym`, called from libcudablame (so `RTLD_NEXT` means "after libcudablame").
@@ -83,9 +111,24 @@ pub struct OwnCalls {
     pub kernel_get_name: Option<unsafe extern "C" fn(*mut *const c_char, CUkernel) -> CUresult>,
     pub get_error_name: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
     pub get_error_string: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
+    /// `cuPointerGetAttribute(void* data, CUpointer_attribute, CUdeviceptr)`.
+    pub pointer_get_attribute:
+        Option<unsafe extern "C" fn(*mut c_void, c_uint, CUdeviceptr) -> CUresult>,
+    /// `cuStreamGetCtx(CUstream, CUcontext*)`: the context a stream belongs to.
+    pub stream_get_ctx: Option<unsafe extern "C" fn(CUstream, *mut CUcontext) -> CUresult>,
+    /// `cuMemHostRegister_v2(void*, size_t, unsigned int)`.
+    pub mem_host_register: Option<unsafe extern "C" fn(*mut c_void, usize, c_uint) -> CUresult>,
+    /// `cuDevicePrimaryCtxGetState(CUdevice, unsigned int* flags, int* active)`.
+    pub primary_ctx_get_state:
+        Option<unsafe extern "C" fn(CUdevice, *mut c_uint, *mut std::ffi::c_int) -> CUresult>,
+    /// `cuDevicePrimaryCtxRetain(CUcontext*, CUdevice)` and `cuDevicePrimaryCtxRelease_v2`: only
+    /// used as a pair, to learn the handle of an active primary context.
+    pub primary_ctx_retain: Option<unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult>,
+    pub primary_ctx_release: Option<unsafe extern "C" fn(CUdevice) -> CUresult>,
 }
 
-static DRIVER: OnceLock<Driver> = OnceLock::new();
+/// Fork-safe (`safety::ForkSafeOnce`): finding the driver's symbols twice is harmless.
+static DRIVER: crate::safety::ForkSafeOnce<Driver> = crate::safety::ForkSafeOnce::new();
 
 /// The driver, found on first use: `libcuda.so.1` if the process has loaded it, else the library
 /// that holds `hint` (an address the program got from some driver) if it exports `cuInit`.
@@ -109,12 +152,7 @@ fn find_driver(hint: usize) -> Option<*mut c_void> {
     // SAFETY: dlopen with RTLD_NOLOAD only returns already-loaded objects; dladdr reads loader data.
     // The handle of the driver is kept (never closed): the reference keeps the driver mapped
     // for the addresses cached in `Driver` even if the program dlcloses it. Others are closed.
-    let close = |h: *mut c_void| {
-        if !h.is_null() {
-            // SAFETY: a handle from dlopen, closed once.
-            unsafe { libc::dlclose(h) };
-        }
-    };
+    let close = close_handle;
     unsafe {
         let handle = libc::dlopen(
             c"libcuda.so.1".as_ptr(),
@@ -193,6 +231,16 @@ impl Driver {
             kernel_get_name: own_fn!(handle, c"cuKernelGetName"),
             get_error_name: own_fn!(handle, c"cuGetErrorName"),
             get_error_string: own_fn!(handle, c"cuGetErrorString"),
+            pointer_get_attribute: own_fn!(handle, c"cuPointerGetAttribute"),
+            stream_get_ctx: own_fn!(handle, c"cuStreamGetCtx"),
+            mem_host_register: own_fn!(handle, c"cuMemHostRegister_v2", c"cuMemHostRegister"),
+            primary_ctx_get_state: own_fn!(handle, c"cuDevicePrimaryCtxGetState"),
+            primary_ctx_retain: own_fn!(handle, c"cuDevicePrimaryCtxRetain"),
+            primary_ctx_release: own_fn!(
+                handle,
+                c"cuDevicePrimaryCtxRelease_v2",
+                c"cuDevicePrimaryCtxRelease"
+            ),
         };
         Driver {
             real,
@@ -229,6 +277,68 @@ impl Driver {
             Some(f) if unsafe { f(&mut dev) } == CUDA_SUCCESS => dev,
             _ => -1,
         }
+    }
+
+    /// Which side of a copy a unified address is on (`cuPointerGetAttribute` with
+    /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`, 2): host for `CU_MEMORYTYPE_HOST` (1), device for
+    /// `DEVICE` (2) and `ARRAY` (3); unknown for anything else, managed memory and errors
+    /// (pageable host memory included: unknown never proves completion).
+    pub fn memory_side(&self, ptr: CUdeviceptr) -> crate::record::Side {
+        use crate::record::Side;
+        let Some(f) = self.own.pointer_get_attribute else {
+            return Side::Unknown;
+        };
+        let mut memory_type: c_uint = 0;
+        // SAFETY: the attribute is a 4-byte CUmemorytype written through a valid pointer.
+        let rc = unsafe { f(&mut memory_type as *mut c_uint as *mut c_void, 2, ptr) };
+        match (rc, memory_type) {
+            (CUDA_SUCCESS, 1) => Side::Host,
+            (CUDA_SUCCESS, 2 | 3) => Side::Device,
+            _ => Side::Unknown,
+        }
+    }
+
+    /// The context that stream handle `stream` belongs to (`cuStreamGetCtx`), or 0.
+    pub fn stream_context(&self, stream: usize) -> usize {
+        let mut ctx: CUcontext = std::ptr::null_mut();
+        match self.own.stream_get_ctx {
+            // SAFETY: valid out pointer; a handle the program passed to the driver.
+            Some(f) if unsafe { f(stream as CUstream, &mut ctx) } == CUDA_SUCCESS => ctx as usize,
+            _ => 0,
+        }
+    }
+
+    /// The handle of `dev`'s primary context if it is active, else 0 (retained and released
+    /// again: the reference count is unchanged and an inactive one is never created).
+    pub fn active_primary_context(&self, dev: CUdevice) -> usize {
+        let (Some(state), Some(retain), Some(release)) = (
+            self.own.primary_ctx_get_state,
+            self.own.primary_ctx_retain,
+            self.own.primary_ctx_release,
+        ) else {
+            return 0;
+        };
+        let (mut flags, mut active): (c_uint, std::ffi::c_int) = (0, 0);
+        // SAFETY: valid out pointers.
+        if unsafe { state(dev, &mut flags, &mut active) } != CUDA_SUCCESS || active == 0 {
+            return 0;
+        }
+        let mut ctx: CUcontext = std::ptr::null_mut();
+        // SAFETY: valid out pointer; the retain is undone right away.
+        if unsafe { retain(&mut ctx, dev) } != CUDA_SUCCESS {
+            return 0;
+        }
+        // SAFETY: releases the reference just taken.
+        unsafe { release(dev) };
+        ctx as usize
+    }
+
+    /// Whether `dev`'s primary context is active (`cuDevicePrimaryCtxGetState`); `None` unknown.
+    pub fn primary_active(&self, dev: CUdevice) -> Option<bool> {
+        let f = self.own.primary_ctx_get_state?;
+        let (mut flags, mut active): (c_uint, std::ffi::c_int) = (0, 0);
+        // SAFETY: valid out pointers.
+        (unsafe { f(dev, &mut flags, &mut active) } == CUDA_SUCCESS).then_some(active != 0)
     }
 
     /// Runs `f` with this thread's capture mode set to RELAXED, so that the shim's own
@@ -272,6 +382,7 @@ impl Driver {
             // SAFETY: valid out pointer; the driver returns a NUL-terminated string it owns.
             if unsafe { f(&mut name, func as CUfunction) } == CUDA_SUCCESS && !name.is_null() {
                 return Some(
+                    // SAFETY: non-NULL, NUL-terminated, owned by the driver (checked above).
                     unsafe { CStr::from_ptr(name) }
                         .to_string_lossy()
                         .into_owned(),
@@ -290,6 +401,7 @@ impl Driver {
             match f {
                 // SAFETY: valid out pointer; static string owned by the driver.
                 Some(f) if unsafe { f(code, &mut s) } == CUDA_SUCCESS && !s.is_null() => {
+                    // SAFETY: a non-NULL static NUL-terminated string owned by the driver.
                     unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
                 }
                 _ => fallback.to_string(),
@@ -302,12 +414,50 @@ impl Driver {
     }
 }
 
-/// Pinned, device-mapped host memory for progress markers: `(host pointer, device address)`.
-/// Allocated with the capture mode relaxed; `None` when the driver refuses.
+/// Pinned, device-mapped host memory for progress markers: `(host pointer, device address)`,
+/// for the current context. Allocated with the capture mode relaxed; `None` when the driver
+/// refuses.
+///
+/// The host side is cudablame's own anonymous mapping, registered with
+/// `cuMemHostRegister(CU_MEMHOSTREGISTER_DEVICEMAP)` and **never unmapped**: when the context is
+/// destroyed or reset (`cuCtxDestroy`, `cuDevicePrimaryCtxReset`, the last
+/// `cuDevicePrimaryCtxRelease`) the driver drops the registration, but a host read of an old
+/// marker (a report being built, a stream not yet forgotten) still reads valid memory, and no new
+/// context ever gets markers there (slabs belong to one context and are forgotten with it). The
+/// cost is a page per slab per context ever destroyed. Memory from `cuMemHostAlloc` (the fallback
+/// where registration is refused) would be freed by the driver with its context: the streams
+/// using it are forgotten when the destruction goes through a hooked call.
 pub fn alloc_marker_memory(driver: &Driver, bytes: usize) -> Option<(*mut u64, u64)> {
-    let alloc = driver.own.mem_host_alloc?;
     let devptr = driver.own.mem_host_get_device_pointer?;
     driver.relaxed_capture(|| {
+        if let Some(register) = driver.own.mem_host_register {
+            let len = bytes.next_multiple_of(4096);
+            // SAFETY: a fresh private anonymous mapping (zero-filled), owned by cudablame.
+            let host = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if host != libc::MAP_FAILED {
+                let mut dev: CUdeviceptr = 0;
+                // SAFETY: a page-aligned range we own; valid out pointer.
+                let ok = unsafe {
+                    register(host, len, CU_MEMHOSTREGISTER_DEVICEMAP) == CUDA_SUCCESS
+                        && devptr(&mut dev, host, 0) == CUDA_SUCCESS
+                };
+                if ok {
+                    return Some((host as *mut u64, dev));
+                }
+                // Not registered (or registered without a device pointer): never used, but a
+                // registration may remain, so the mapping is kept too (a page, once).
+            }
+        }
+        let alloc = driver.own.mem_host_alloc?;
         let mut host: *mut c_void = std::ptr::null_mut();
         // SAFETY: valid out pointers; flags from cuda.h.
         unsafe {

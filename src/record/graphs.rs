@@ -21,6 +21,11 @@ use std::sync::Arc;
 /// Ops kept per capture, and graphs remembered (oldest forgotten first).
 const OPS_PER_GRAPH: usize = 1024;
 const GRAPHS_KEPT: usize = 1024;
+/// Captured ops kept in all remembered graphs and executable graphs together (an op record is
+/// about 1 KB with its stack: some 16 MB at most), oldest graphs forgotten first.
+const OPS_KEPT: usize = 16 * 1024;
+/// Captures in progress at once (a program that begins captures and never ends them).
+const ACTIVE_KEPT: usize = 64;
 
 /// What a graph runs, as captured.
 pub struct GraphInfo {
@@ -43,8 +48,12 @@ struct Tables {
     active: Vec<Active>,
     graphs: HashMap<usize, Arc<GraphInfo>>,
     execs: HashMap<usize, Arc<GraphInfo>>,
-    /// Insertion order of `graphs` and `execs` keys, for forgetting the oldest.
-    order: VecDeque<(bool, usize)>,
+    /// Insertion order of `graphs` and `execs` keys, with their op counts, for forgetting the
+    /// oldest.
+    order: VecDeque<(bool, usize, usize)>,
+    /// Ops of all entries of `order` (an info shared by a graph and its executable graphs
+    /// counts once per entry: an upper bound).
+    ops: usize,
 }
 
 /// Resettable: a forked child drops it without taking its lock (`safety::Resettable`).
@@ -57,6 +66,9 @@ fn with<T>(f: impl FnOnce(&mut Tables) -> T) -> T {
 /// A capture began on `stream` of `context`.
 pub fn begin(context: usize, stream: StreamId, stack: NativeStack, thread: u32, time_ns: u64) {
     with(|t| {
+        if t.active.len() >= ACTIVE_KEPT {
+            t.active.remove(0);
+        }
         t.active.push(Active {
             context,
             stream,
@@ -114,8 +126,10 @@ pub fn instantiate(graph: usize, exec: usize) {
 }
 
 fn remember(t: &mut Tables, exec: bool, key: usize, info: Arc<GraphInfo>) {
-    if t.order.len() >= 2 * GRAPHS_KEPT {
-        if let Some((was_exec, old)) = t.order.pop_front() {
+    let n = info.ops.len();
+    while !t.order.is_empty() && (t.order.len() >= 2 * GRAPHS_KEPT || t.ops + n > OPS_KEPT) {
+        if let Some((was_exec, old, old_n)) = t.order.pop_front() {
+            t.ops -= old_n;
             if was_exec {
                 t.execs.remove(&old);
             } else {
@@ -123,7 +137,8 @@ fn remember(t: &mut Tables, exec: bool, key: usize, info: Arc<GraphInfo>) {
             }
         }
     }
-    t.order.push_back((exec, key));
+    t.ops += n;
+    t.order.push_back((exec, key, n));
     if exec {
         t.execs.insert(key, info);
     } else {
@@ -139,4 +154,31 @@ pub fn of_exec(exec: usize) -> Option<Arc<GraphInfo>> {
 /// Forgets everything (a forked child). Takes no lock.
 pub fn clear() {
     TABLES.reset_in_child();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(n: usize) -> Arc<GraphInfo> {
+        Arc::new(GraphInfo {
+            ops: Vec::with_capacity(n),
+            captured_at: NativeStack::EMPTY,
+            thread: 0,
+            time_ns: 0,
+        })
+    }
+
+    #[test]
+    fn remembered_graphs_stay_bounded() {
+        let mut t = Tables::default();
+        for key in 1..=5 * GRAPHS_KEPT {
+            remember(&mut t, false, key, info(0));
+            remember(&mut t, true, key + 1_000_000, info(0));
+        }
+        assert!(t.order.len() <= 2 * GRAPHS_KEPT);
+        assert!(t.graphs.len() + t.execs.len() <= 2 * GRAPHS_KEPT);
+        // The newest are kept.
+        assert!(t.graphs.contains_key(&(5 * GRAPHS_KEPT)));
+    }
 }

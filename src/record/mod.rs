@@ -31,9 +31,14 @@ pub use crate::report::model::OpKind;
 pub enum Call {
     /// Work enqueued on a stream: recorded and followed by a progress marker.
     Enqueue(Launch),
-    /// A synchronous copy or memset on the variant's default stream (`stream` is 0): it has
-    /// completed, with every earlier op of that stream, when it returns success.
-    Synchronous(Launch),
+    /// A blocking copy on the variant's default stream (`stream` is 0) that is not simply
+    /// enqueued: what its successful return proves follows the driver API's "API synchronization
+    /// behavior" table ([`Proves`]). Copies that prove nothing about earlier work (device to
+    /// device, memsets of device memory) are [`Call::Enqueue`] instead.
+    BlockingCopy {
+        launch: Launch,
+        proves: Proves,
+    },
     /// `cuCtxSynchronize` (current context, `ctx` 0) / `cuCtxSynchronize_v2(ctx)`.
     SyncContext {
         ctx: usize,
@@ -72,6 +77,50 @@ pub enum Call {
     DestroyStream {
         stream: usize,
     },
+    /// Work enqueued on `stream` that cudablame does not record as an op (`cuLaunchHostFunc`):
+    /// it may sit between recorded ops, so verdicts on that stream are capped below exact.
+    UnseenWork {
+        stream: usize,
+    },
+    /// `cuCtxDestroy`: on success the context, its streams and marker slab are forgotten.
+    DestroyContext {
+        ctx: usize,
+    },
+    /// `cuDevicePrimaryCtxReset` (`reset`: always destroys) / `cuDevicePrimaryCtxRelease` (destroys
+    /// with the last reference): the primary context of `dev` is forgotten once it is gone.
+    PrimaryContext {
+        dev: i32,
+        reset: bool,
+    },
+}
+
+/// What the successful return of a blocking copy proves, per the driver API documentation,
+/// section "API synchronization behavior" (memcpy, synchronous):
+/// - device to host (pageable or pinned): "returns only once the copy has completed": the copy
+///   and every earlier op of its stream completed ([`Proves::CopyAndEarlier`]);
+/// - host to device: "a stream sync is performed before the copy is initiated": earlier ops
+///   completed. The copy itself is taken as complete too ([`Proves::CopyAndEarlier`]): from
+///   pinned memory it "is synchronous with respect to the host"; from pageable memory the DMA
+///   out of the driver's staging buffer "may not have completed", but it writes memory the call
+///   just validated and cannot be what kills the context;
+/// - device to device: "no host-side synchronization is performed": an ordinary op
+///   ([`Call::Enqueue`]); memsets likewise (asynchronous with respect to the host unless the
+///   target is pinned host memory or a Unified Memory region: treated as asynchronous always,
+///   which never claims a completion);
+/// - a direction cudablame could not tell (unified addressing, pointer types unknown): nothing
+///   ([`Proves::Nothing`]), recorded as an ordinary op with a marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proves {
+    CopyAndEarlier,
+    Nothing,
+}
+
+/// Where one side of a copy lives, as far as cudablame can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Host,
+    Device,
+    Unknown,
 }
 
 /// The arguments of an enqueued op that the record keeps.
@@ -157,11 +206,65 @@ impl Call {
         }
     }
 
-    pub fn memcpy_sync(bytes: usize) -> Call {
-        Call::Synchronous(Self::transfer(bytes, std::ptr::null_mut()))
+    /// A blocking copy from `src` to `dst` on the variant's default stream, classified by
+    /// [`Call::copy_between`].
+    pub fn memcpy_sync(dst: Side, src: Side, bytes: usize) -> Call {
+        Self::copy_between(dst, src, Self::transfer(bytes, std::ptr::null_mut()))
     }
+
+    /// `cuMemcpy` (unified addressing): the sides from the pointers' memory types.
+    pub fn memcpy_unified(dst: CUdeviceptr, src: CUdeviceptr, bytes: usize) -> Call {
+        Self::memcpy_sync(side_of(dst), side_of(src), bytes)
+    }
+
+    /// `cuMemcpy2D/3D[Unaligned]`: the sides from the descriptor's memory types (`CUDA_MEMCPY2D`
+    /// or `CUDA_MEMCPY3D`, `three_d`).
+    ///
+    /// # Safety
+    /// `copy` is NULL or points to a descriptor of that kind (the driver requires a valid one).
+    pub unsafe fn memcpy_described(copy: CopyDescriptor, three_d: bool) -> Call {
+        // SAFETY: per the contract.
+        let (dst, src) = unsafe { descriptor_sides(copy, three_d) };
+        Self::memcpy_sync(dst, src, 0)
+    }
+
+    /// The table of [`Proves`]: what a blocking copy between `dst` and `src` means.
+    pub fn copy_between(dst: Side, src: Side, launch: Launch) -> Call {
+        match (dst, src) {
+            (Side::Host, Side::Device) => Call::BlockingCopy {
+                launch,
+                proves: Proves::CopyAndEarlier,
+            },
+            (Side::Device, Side::Host) => Call::BlockingCopy {
+                launch,
+                proves: Proves::CopyAndEarlier,
+            },
+            (Side::Device, Side::Device) => Call::Enqueue(launch),
+            // Host to host: no stream work at all.
+            (Side::Host, Side::Host) => Call::Observe { stream: Some(0) },
+            _ => Call::BlockingCopy {
+                launch,
+                proves: Proves::Nothing,
+            },
+        }
+    }
+
+    /// `cuMemcpyHtoD`: the copy and earlier work complete on success.
+    pub fn copy_htod(bytes: usize) -> Call {
+        Self::memcpy_sync(Side::Device, Side::Host, bytes)
+    }
+    /// `cuMemcpyDtoH`: the copy and earlier work complete on success.
+    pub fn copy_dtoh(bytes: usize) -> Call {
+        Self::memcpy_sync(Side::Host, Side::Device, bytes)
+    }
+    /// `cuMemcpyDtoD`, `cuMemcpyPeer`: an ordinary op of the default stream.
+    pub fn copy_dtod(bytes: usize) -> Call {
+        Self::memcpy_sync(Side::Device, Side::Device, bytes)
+    }
+
+    /// A memset on the variant's default stream: asynchronous (see [`Proves`]).
     pub fn memset_sync(bytes: usize) -> Call {
-        Call::Synchronous(Launch {
+        Call::Enqueue(Launch {
             kind: OpKind::Memset,
             ..Self::transfer(bytes, std::ptr::null_mut())
         })
@@ -211,6 +314,20 @@ impl Call {
             graph: graph as usize,
         }
     }
+    pub fn unseen_work(stream: CUstream) -> Call {
+        Call::UnseenWork {
+            stream: stream as usize,
+        }
+    }
+    pub fn destroy_context(ctx: CUcontext) -> Call {
+        Call::DestroyContext { ctx: ctx as usize }
+    }
+    pub fn primary_reset(dev: CUdevice) -> Call {
+        Call::PrimaryContext { dev, reset: true }
+    }
+    pub fn primary_release(dev: CUdevice) -> Call {
+        Call::PrimaryContext { dev, reset: false }
+    }
     pub fn destroy_stream(stream: CUstream) -> Call {
         Call::DestroyStream {
             stream: stream as usize,
@@ -221,18 +338,81 @@ impl Call {
     pub fn stream(&self) -> Option<usize> {
         match *self {
             Call::Enqueue(l) => Some(l.stream),
-            Call::Synchronous(_) => Some(0),
+            Call::BlockingCopy { .. } => Some(0),
             Call::SyncStream { stream }
             | Call::BeginCapture { stream }
             | Call::EndCapture { stream, .. }
-            | Call::DestroyStream { stream } => Some(stream),
+            | Call::DestroyStream { stream }
+            | Call::UnseenWork { stream } => Some(stream),
             Call::Observe { stream } => stream,
             Call::SyncContext { .. }
             | Call::NameHandle { .. }
             | Call::AliasHandle { .. }
-            | Call::Instantiate { .. } => None,
+            | Call::Instantiate { .. }
+            | Call::DestroyContext { .. }
+            | Call::PrimaryContext { .. } => None,
         }
     }
+
+    /// The context whose error this call reports: the context of the stream it concerns, the
+    /// context it names, else the current one (0: unknown).
+    pub fn context(&self, ep: EntryPoint) -> usize {
+        let Some(driver) = real::driver() else {
+            return 0;
+        };
+        match *self {
+            Call::SyncContext { ctx } | Call::DestroyContext { ctx } if ctx != 0 => ctx,
+            _ => match self.stream() {
+                Some(raw) => streams::context_of(
+                    driver,
+                    StreamId::resolve(raw, ep.per_thread_default(), thread_id()),
+                ),
+                None => driver.current_context(),
+            },
+        }
+    }
+}
+
+/// The side of a unified address (`cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE)`);
+/// [`Side::Unknown`] when the driver does not say (no driver, an error, managed memory).
+pub fn side_of(ptr: CUdeviceptr) -> Side {
+    real::driver().map_or(Side::Unknown, |d| d.memory_side(ptr))
+}
+
+/// `CUmemorytype` (`cuda.h`) to a side; `CU_MEMORYTYPE_UNIFIED` (4) asks about `unified`.
+fn side_of_type(memory_type: c_uint, unified: CUdeviceptr) -> Side {
+    match memory_type {
+        1 => Side::Host,
+        2 | 3 => Side::Device,
+        4 => side_of(unified),
+        _ => Side::Unknown,
+    }
+}
+
+/// `(dst, src)` sides of a `CUDA_MEMCPY2D` or `CUDA_MEMCPY3D` (`three_d`) descriptor.
+///
+/// # Safety
+/// `copy` is NULL or points to a descriptor of that kind.
+pub unsafe fn descriptor_sides(copy: CopyDescriptor, three_d: bool) -> (Side, Side) {
+    if copy.is_null() {
+        return (Side::Unknown, Side::Unknown);
+    }
+    // Byte offsets in cuda.h's layout (x86-64 and aarch64, LP64): CUDA_MEMCPY2D has
+    // srcMemoryType at 16, srcDevice at 32, dstMemoryType at 72, dstDevice at 88; CUDA_MEMCPY3D
+    // has them at 32, 48, 120, 136.
+    let (src_type, src_dev, dst_type, dst_dev) = if three_d {
+        (32, 48, 120, 136)
+    } else {
+        (16, 32, 72, 88)
+    };
+    let base = copy as *const u8;
+    // SAFETY: per the contract, the offsets lie inside the descriptor; unaligned reads.
+    let read_type = |at: usize| unsafe { (base.add(at) as *const c_uint).read_unaligned() };
+    let read_ptr = |at: usize| unsafe { (base.add(at) as *const u64).read_unaligned() };
+    (
+        side_of_type(read_type(dst_type), read_ptr(dst_dev)),
+        side_of_type(read_type(src_type), read_ptr(src_dev)),
+    )
 }
 
 /// One recorded op: plain data, copied into the stream's ring. Sizes in bytes, times in ns since
@@ -292,14 +472,17 @@ thread_local! {
 
 /// The calling thread's OS id, cached.
 pub fn thread_id() -> u32 {
-    TID.with(|t| {
+    // Without thread-local storage (a hook running in a TLS destructor or after): no cache.
+    // SAFETY: gettid has no preconditions.
+    let ask = || unsafe { libc::gettid() } as u32;
+    TID.try_with(|t| {
         if t.get() == 0 {
-            // SAFETY: gettid has no preconditions.
-            t.set(unsafe { libc::gettid() } as u32);
+            t.set(ask());
             crate::threads::bind_current(t.get());
         }
         t.get()
     })
+    .unwrap_or_else(|_| ask())
 }
 
 /// Runs an enqueueing call: records it and enqueues its progress marker when the real call
@@ -381,15 +564,14 @@ fn prepare(
     if launch.kind == OpKind::Kernel {
         names::note(driver, launch.handle);
     }
-    let context = driver.current_context();
     let id = StreamId::resolve(launch.stream, ep.per_thread_default(), thread);
-    let state = streams::lookup(driver, context, id);
+    let state = streams::lookup(driver, id);
     let op = OpRecord {
         seq: 0,
         launch,
         entry_point: ep,
         stream: id,
-        context,
+        context: state.context,
         device: state.device,
         thread,
         time_ns,
@@ -401,20 +583,28 @@ fn prepare(
     (state, op)
 }
 
-/// Records a synchronous copy or memset that succeeded, as a completed op of its stream (no
-/// stack: a completed op is never a culprit).
-fn record_synchronous(ep: EntryPoint, launch: Launch) {
+/// Records a blocking copy that succeeded: as a completed op of its stream when its return
+/// proves it complete (`complete`; no stack: a completed op is never a culprit), else as an
+/// ordinary op with a stack copy, followed by a progress marker. The record comes after the call
+/// (the ring lock is not held while the copy blocks), so an op another thread enqueued meanwhile
+/// may get the lower sequence number: markers then still only prove ops that preceded them.
+fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &EntryRegs) {
     let Some(driver) = real::driver() else { return };
     let (state, mut op) = prepare(driver, ep, launch);
-    op.synchronous = true;
-    let mut ring = state.ops.lock();
-    op.seq = ring.push(op, config::get().ring, None, &|| state.completed_now());
+    op.synchronous = complete;
+    let cfg = config::get();
+    let copy = (!complete && cfg.stack == StackMode::Native).then_some((entry, cfg.stack_bytes));
+    let mut ops = state.ops.lock();
+    op.seq = ops.push(op, cfg.ring, copy, &|| state.completed_now());
     state.issued.store(op.seq, Ordering::Release);
+    if !complete && state.write_marker(driver, op.seq) {
+        ops.mark_newest();
+    }
 }
 
-/// What a synchronizing call must remember before the real call: the streams it waits for and
-/// how many ops each had issued.
-pub struct SyncMark(Vec<(std::sync::Arc<StreamState>, u64)>);
+/// What a call must remember before the real call: the streams a synchronization waits for and
+/// how many ops each had issued; the context a primary-context release or reset may destroy.
+pub struct SyncMark(Vec<(std::sync::Arc<StreamState>, u64)>, usize);
 
 /// Before a non-enqueueing call: note the streams a synchronization covers.
 pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
@@ -425,11 +615,15 @@ pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
         (s, n)
     };
     match *call {
-        Call::Synchronous(_) | Call::SyncStream { .. } => {
+        Call::BlockingCopy {
+            proves: Proves::CopyAndEarlier,
+            ..
+        }
+        | Call::SyncStream { .. } => {
             let raw = call.stream().unwrap_or(0);
             let id = StreamId::resolve(raw, ep.per_thread_default(), thread_id());
-            let s = streams::find(driver.current_context(), id)?;
-            Some(SyncMark(vec![issued(s)]))
+            let s = streams::find(driver, id)?;
+            Some(SyncMark(vec![issued(s)], 0))
         }
         Call::SyncContext { ctx } => {
             let ctx = if ctx != 0 {
@@ -443,7 +637,17 @@ pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
                     .filter(|s| s.context == ctx)
                     .map(issued)
                     .collect(),
+                0,
             ))
+        }
+        Call::BeginCapture { .. } => {
+            // Raised before the real call: from the moment the stream may be capturing, every
+            // launch checks `cuStreamIsCapturing` (lowered again in `after` on failure).
+            CAPTURES_ACTIVE.fetch_add(1, Ordering::AcqRel);
+            None
+        }
+        Call::PrimaryContext { dev, .. } => {
+            Some(SyncMark(Vec::new(), driver.active_primary_context(dev)))
         }
         _ => None,
     }
@@ -453,14 +657,16 @@ pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
 /// capture begin/end and stream destruction keep the tables right.
 pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, entry: &EntryRegs) {
     if rc == CUDA_SUCCESS {
-        if let Some(SyncMark(list)) = mark {
-            for (s, n) in list {
+        if let Some(SyncMark(list, _)) = &mark {
+            for &(ref s, n) in list {
                 s.host_completed.fetch_max(n, Ordering::AcqRel);
             }
         }
     }
     match *call {
-        Call::Synchronous(launch) if rc == CUDA_SUCCESS => record_synchronous(ep, launch),
+        Call::BlockingCopy { launch, proves } if rc == CUDA_SUCCESS => {
+            record_blocking_copy(ep, launch, proves == Proves::CopyAndEarlier, entry)
+        }
         // SAFETY: on success the driver wrote a handle through `out`; `name` is the program's
         // NUL-terminated kernel name.
         Call::NameHandle { out, name } if rc == CUDA_SUCCESS && out != 0 && name != 0 => unsafe {
@@ -476,8 +682,11 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, 
             // SAFETY: as above.
             names::alias(unsafe { *(out as *const usize) }, of);
         }
-        Call::BeginCapture { stream } if rc == CUDA_SUCCESS => {
-            CAPTURES_ACTIVE.fetch_add(1, Ordering::Relaxed);
+        Call::BeginCapture { .. } if rc != CUDA_SUCCESS => {
+            let _ = CAPTURES_ACTIVE
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
+        Call::BeginCapture { stream } => {
             if let Some(driver) = real::driver() {
                 let thread = thread_id();
                 let id = StreamId::resolve(stream, ep.per_thread_default(), thread);
@@ -487,7 +696,7 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, 
                     StackMode::Native => NativeStack::capture(cfg.stack_depth, now, Some(entry)),
                     StackMode::Off => NativeStack::EMPTY,
                 };
-                graphs::begin(driver.current_context(), id, stack, thread, now);
+                graphs::begin(streams::context_of(driver, id), id, stack, thread, now);
             }
         }
         // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901) still ends the capture.
@@ -502,7 +711,7 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, 
                 } else {
                     0
                 };
-                graphs::end(driver.current_context(), id, graph);
+                graphs::end(streams::context_of(driver, id), id, graph);
             }
         }
         Call::Instantiate { exec_out, graph } if rc == CUDA_SUCCESS && exec_out != 0 => {
@@ -512,9 +721,92 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, 
         Call::DestroyStream { stream } if rc == CUDA_SUCCESS => {
             if let Some(driver) = real::driver() {
                 let id = StreamId::resolve(stream, ep.per_thread_default(), thread_id());
-                streams::retire(driver.current_context(), id);
+                streams::retire(driver, id);
+            }
+        }
+        Call::UnseenWork { stream } if rc == CUDA_SUCCESS => {
+            if let Some(driver) = real::driver() {
+                let id = StreamId::resolve(stream, ep.per_thread_default(), thread_id());
+                streams::lookup(driver, id).note_unseen(ep);
+            }
+        }
+        Call::DestroyContext { ctx } if rc == CUDA_SUCCESS => streams::forget_context(ctx),
+        Call::PrimaryContext { dev, reset } if rc == CUDA_SUCCESS => {
+            let ctx = mark.as_ref().map_or(0, |m| m.1);
+            let gone = reset || real::driver().and_then(|d| d.primary_active(dev)) == Some(false);
+            match (gone, ctx) {
+                (false, _) => {}
+                // The handle could not be learned before the call: forget the device's contexts
+                // (losing some history is harmless; a slot in unregistered memory is not).
+                (true, 0) => streams::forget_device(dev),
+                (true, ctx) => streams::forget_context(ctx),
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proves(call: Call) -> Option<Proves> {
+        match call {
+            Call::BlockingCopy { proves, .. } => Some(proves),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn blocking_copies_follow_the_synchronization_table() {
+        let l = Call::transfer(16, std::ptr::null_mut());
+        let between = |d, s| Call::copy_between(d, s, l);
+        assert_eq!(
+            proves(between(Side::Host, Side::Device)),
+            Some(Proves::CopyAndEarlier)
+        );
+        assert_eq!(
+            proves(between(Side::Device, Side::Host)),
+            Some(Proves::CopyAndEarlier)
+        );
+        assert!(matches!(
+            between(Side::Device, Side::Device),
+            Call::Enqueue(_)
+        ));
+        assert!(matches!(
+            between(Side::Host, Side::Host),
+            Call::Observe { .. }
+        ));
+        for (d, s) in [
+            (Side::Unknown, Side::Device),
+            (Side::Host, Side::Unknown),
+            (Side::Unknown, Side::Unknown),
+        ] {
+            assert_eq!(proves(between(d, s)), Some(Proves::Nothing), "{d:?} {s:?}");
+        }
+        assert!(matches!(Call::memset_sync(64), Call::Enqueue(_)));
+        assert!(matches!(Call::copy_dtod(64), Call::Enqueue(_)));
+    }
+
+    #[test]
+    fn descriptor_memory_types_are_read_from_cuda_h_offsets() {
+        // CUDA_MEMCPY2D: srcMemoryType at 16, dstMemoryType at 72 (128 bytes in all).
+        let mut d2 = [0u8; 128];
+        d2[16..20].copy_from_slice(&2u32.to_ne_bytes()); // device
+        d2[72..76].copy_from_slice(&1u32.to_ne_bytes()); // host
+                                                         // SAFETY: a buffer as large as the descriptor.
+        let sides = unsafe { descriptor_sides(d2.as_ptr() as CopyDescriptor, false) };
+        assert_eq!(sides, (Side::Host, Side::Device));
+        // CUDA_MEMCPY3D: srcMemoryType at 32, dstMemoryType at 120 (200 bytes in all); array
+        // counts as device, unified without a driver is unknown.
+        let mut d3 = [0u8; 200];
+        d3[32..36].copy_from_slice(&3u32.to_ne_bytes());
+        d3[120..124].copy_from_slice(&4u32.to_ne_bytes());
+        // SAFETY: as above.
+        let sides = unsafe { descriptor_sides(d3.as_ptr() as CopyDescriptor, true) };
+        assert_eq!(sides, (Side::Unknown, Side::Device));
+        // SAFETY: NULL is allowed.
+        let none = unsafe { descriptor_sides(std::ptr::null(), true) };
+        assert_eq!(none, (Side::Unknown, Side::Unknown));
     }
 }

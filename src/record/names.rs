@@ -42,7 +42,11 @@ thread_local! {
 /// Called for every kernel launch: names `handle` the first time this thread sees it.
 #[inline]
 pub fn note(driver: &Driver, handle: usize) {
-    let new = SEEN.with(|s| s.borrow_mut().insert(handle));
+    // Without thread-local storage (a hook after this thread's TLS destructors ran): no cache,
+    // ask the process-wide table.
+    let new = SEEN
+        .try_with(|s| s.try_borrow_mut().map_or(true, |mut s| s.insert(handle)))
+        .unwrap_or(true);
     if new && !matches!(NAMES.get().read().get(&handle), Some(Some(_))) {
         if let Some(name) = driver.kernel_name(handle) {
             set(handle, name);
@@ -50,9 +54,20 @@ pub fn note(driver: &Driver, handle: usize) {
     }
 }
 
+/// Names kept at most (a program that loads and unloads modules forever, e.g. a JIT, makes new
+/// handles forever); past it an arbitrary old one is forgotten for each new one (the driver is
+/// still asked at report time).
+const NAMES_KEPT: usize = 64 * 1024;
+
 /// Records the name the program looked a handle up by (`cuModuleGetFunction`, ...).
 pub fn set(handle: usize, name: String) {
-    NAMES.get().write().insert(handle, Some(name));
+    let mut names = NAMES.get().write();
+    if names.len() >= NAMES_KEPT && !names.contains_key(&handle) {
+        if let Some(&old) = names.keys().next() {
+            names.remove(&old);
+        }
+    }
+    names.insert(handle, Some(name));
 }
 
 /// `handle` has the name of `of` (`cuKernelGetFunction`).

@@ -210,14 +210,15 @@ pub struct Marker {
     device: u64,
 }
 
-// SAFETY: the slot is process-lifetime pinned memory, only read atomically on the host.
+// SAFETY: the slot lies in memory cudablame mapped itself and never unmaps (see
+// `real::alloc_marker_memory`), only read and written atomically on the host.
 unsafe impl Send for Marker {}
 unsafe impl Sync for Marker {}
 
 impl Marker {
     /// The last sequence number the device wrote.
     pub fn read(&self) -> u64 {
-        // SAFETY: the slot is never freed.
+        // SAFETY: the slot's memory is never unmapped (`real::alloc_marker_memory`).
         unsafe { (*self.host).load(Ordering::Acquire) }
     }
 }
@@ -233,6 +234,13 @@ pub struct StreamState {
     /// Highest sequence number proven complete by a successful synchronization on the host.
     pub host_completed: AtomicU64,
     pub marker: Option<Marker>,
+    /// Work cudablame could not record went onto this stream (an entry point it does not record:
+    /// `cuLaunchHostFunc`, `cuMemsetD2D*`, ...): the sequence number of the last op issued before
+    /// it, plus one (0: never). The report cannot call a verdict on this stream exact while that
+    /// work may be unfinished.
+    pub unseen_after: AtomicU64,
+    /// The name of the last such entry point (an index into `EntryPoint::ALL`, plus one; 0: none).
+    pub unseen_what: AtomicU64,
 }
 
 impl StreamState {
@@ -241,6 +249,13 @@ impl StreamState {
     pub fn completed_now(&self) -> u64 {
         let marker = self.marker.as_ref().map_or(0, Marker::read);
         marker.max(self.host_completed.load(Ordering::Acquire))
+    }
+
+    /// Notes unrecorded work enqueued now (after op `issued`) by `what`.
+    pub fn note_unseen(&self, what: crate::cuda::entry_points::EntryPoint) {
+        self.unseen_after
+            .store(self.issued.load(Ordering::Acquire) + 1, Ordering::Release);
+        self.unseen_what.store(what as u64 + 1, Ordering::Release);
     }
 
     /// Enqueues the marker write for op `seq` (caller holds the ring lock, right after the op);
@@ -277,6 +292,12 @@ pub struct StreamView {
     pub host_completed: u64,
     /// The ring, oldest first.
     pub ops: Vec<OpRecord>,
+    /// The ring was busy (locked by another thread for longer than the report waits): `ops` is
+    /// empty and not read.
+    pub busy: bool,
+    /// Unrecorded work was enqueued after op `unseen_after - 1` (0: none), by `unseen_what`.
+    pub unseen_after: u64,
+    pub unseen_what: Option<&'static str>,
 }
 
 impl StreamView {
@@ -296,6 +317,32 @@ struct Table {
     live: HashMap<Key, Arc<StreamState>>,
     /// Destroyed streams still matter (their queued work runs on); the most recent few are kept.
     retired: VecDeque<Arc<StreamState>>,
+    /// The context of each stream handle seen (`cuStreamGetCtx`, asked once per handle).
+    handles: HashMap<usize, usize>,
+    /// Per context: destroyed streams dropped from the retired list while they may still have
+    /// had unfinished work (their work can hide the culprit).
+    dropped_unfinished: HashMap<usize, u64>,
+}
+
+impl Table {
+    /// Moves `s` to the retired list if it may still have unfinished work (else forgets it),
+    /// dropping the oldest retired stream beyond [`RETIRED_KEPT`].
+    fn retire_state(&mut self, s: Arc<StreamState>) {
+        if !s.may_be_unfinished() {
+            release_slot(&s);
+            return;
+        }
+        if self.retired.len() >= RETIRED_KEPT {
+            if let Some(old) = self.retired.pop_front() {
+                if old.may_be_unfinished() {
+                    *self.dropped_unfinished.entry(old.context).or_default() += 1;
+                } else {
+                    release_slot(&old);
+                }
+            }
+        }
+        self.retired.push_back(s);
+    }
 }
 
 const RETIRED_KEPT: usize = 64;
@@ -303,13 +350,16 @@ const RETIRED_KEPT: usize = 64;
 /// Resettable: a forked child drops it without taking its lock (`safety::Resettable`).
 static TABLE: Resettable<RwLock<Table>> = Resettable::new();
 /// Bumped on every removal (and after a fork) so thread-local caches notice.
+/// (Also: a destroyed stream handle's cached context is forgotten with it.)
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 
-/// A slab of marker slots: pinned host memory, its device address, the next free slot.
+/// A slab of marker slots: pinned host memory, its device address, the next free slot, and
+/// slots given back by streams that were forgotten with all their work complete.
 struct Slab {
     host: usize,
     device: u64,
     next: usize,
+    free: Vec<(usize, u64)>,
 }
 
 /// The current marker slab of each context.
@@ -318,18 +368,83 @@ const SLOTS_PER_SLAB: usize = 512;
 
 thread_local! {
     static CACHE: RefCell<Option<(Key, u64, Arc<StreamState>)>> = const { RefCell::new(None) };
+    /// Per-thread default streams this thread used: forgotten when the thread exits.
+    static PER_THREAD_USED: PerThreadStreams = const { PerThreadStreams(RefCell::new(Vec::new())) };
 }
 
-/// The state of `(context, stream)`, created on first use (with its marker slot).
-pub fn lookup(driver: &Driver, context: usize, id: StreamId) -> Arc<StreamState> {
-    let key = (context, id);
+/// The keys of the per-thread default streams of one thread. Its thread-local destructor retires
+/// them when the thread exits. The driver API documentation ("Stream synchronization behavior")
+/// describes the per-thread default stream as an implicit stream local to both the thread and
+/// the context, and says nothing of what becomes of it, or of work queued on it, when the thread
+/// exits. cudablame relies on nothing there: work still possibly unfinished is kept like a
+/// destroyed stream's (on the bounded retired list, still blamable), a stream whose work all
+/// completed is forgotten, and a thread id the kernel reuses gets a fresh stream.
+struct PerThreadStreams(RefCell<Vec<Key>>);
+
+impl Drop for PerThreadStreams {
+    fn drop(&mut self) {
+        let keys = std::mem::take(&mut *self.0.borrow_mut());
+        if keys.is_empty() {
+            return;
+        }
+        let _ = crate::safety::catching(|| {
+            let mut t = TABLE.get().write();
+            for key in keys {
+                if let Some(s) = t.live.remove(&key) {
+                    t.retire_state(s);
+                }
+            }
+            EPOCH.fetch_add(1, Ordering::AcqRel);
+        });
+    }
+}
+
+/// The context stream `id` belongs to: a stream handle's own (`cuStreamGetCtx`, asked once per
+/// handle and remembered until the stream is destroyed), a default stream's the current
+/// context (NULL, `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD` name the current context's).
+pub fn context_of(driver: &Driver, id: StreamId) -> usize {
+    let StreamId::Handle(h) = id else {
+        return driver.current_context();
+    };
+    if let Some(&c) = TABLE.get().read().handles.get(&h) {
+        return c;
+    }
+    match driver.stream_context(h) {
+        // Not a stream the driver knows (or it would not say): the current context, not
+        // remembered (a program passing bogus handles must not grow the table).
+        0 => driver.current_context(),
+        c => {
+            TABLE.get().write().handles.insert(h, c);
+            c
+        }
+    }
+}
+
+/// The state of stream `id` in its own context ([`context_of`]), created on first use (with its
+/// marker slot). The hot path asks the driver for the current context only for default streams,
+/// and nothing at all for a stream handle this thread used last.
+pub fn lookup(driver: &Driver, id: StreamId) -> Arc<StreamState> {
     let epoch = EPOCH.load(Ordering::Acquire);
-    if let Some(s) = CACHE.with(|c| match &*c.borrow() {
-        Some((k, e, s)) if *k == key && *e == epoch => Some(s.clone()),
-        _ => None,
-    }) {
+    let current = match id {
+        StreamId::Handle(_) => None,
+        _ => Some(driver.current_context()),
+    };
+    let cached = CACHE
+        .try_with(|c| match &*c.borrow() {
+            Some(((ctx, k), e, s))
+                if *k == id && *e == epoch && current.is_none_or(|cur| cur == *ctx) =>
+            {
+                Some(s.clone())
+            }
+            _ => None,
+        })
+        .ok()
+        .flatten();
+    if let Some(s) = cached {
         return s;
     }
+    let context = current.unwrap_or_else(|| context_of(driver, id));
+    let key = (context, id);
     let found = TABLE.get().read().live.get(&key).cloned();
     let state = found.unwrap_or_else(|| {
         let created = Arc::new(StreamState {
@@ -344,21 +459,29 @@ pub fn lookup(driver: &Driver, context: usize, id: StreamId) -> Arc<StreamState>
             } else {
                 None
             },
+            unseen_after: AtomicU64::new(0),
+            unseen_what: AtomicU64::new(0),
         });
-        TABLE
+        let state = TABLE
             .get()
             .write()
             .live
             .entry(key)
             .or_insert(created)
-            .clone()
+            .clone();
+        if let StreamId::PerThread(_) = id {
+            // No thread-local left (a thread exiting): the stream stays until its context goes.
+            let _ = PER_THREAD_USED.try_with(|p| p.0.borrow_mut().push(key));
+        }
+        state
     });
-    CACHE.with(|c| *c.borrow_mut() = Some((key, epoch, state.clone())));
+    let _ = CACHE.try_with(|c| *c.borrow_mut() = Some((key, epoch, state.clone())));
     state
 }
 
-/// The state of `(context, stream)` if it exists.
-pub fn find(context: usize, id: StreamId) -> Option<Arc<StreamState>> {
+/// The state of stream `id` in its own context if it exists.
+pub fn find(driver: &Driver, id: StreamId) -> Option<Arc<StreamState>> {
+    let context = context_of(driver, id);
     TABLE.get().read().live.get(&(context, id)).cloned()
 }
 
@@ -368,15 +491,99 @@ pub fn all() -> Vec<Arc<StreamState>> {
     t.live.values().chain(t.retired.iter()).cloned().collect()
 }
 
-/// Moves a destroyed stream to the retired list.
-pub fn retire(context: usize, id: StreamId) {
+/// Moves a destroyed stream to the retired list (forgotten if all its work completed).
+pub fn retire(driver: &Driver, id: StreamId) {
+    let context = context_of(driver, id);
     let mut t = TABLE.get().write();
+    if let StreamId::Handle(h) = id {
+        t.handles.remove(&h);
+    }
     if let Some(s) = t.live.remove(&(context, id)) {
-        if t.retired.len() >= RETIRED_KEPT {
-            t.retired.pop_front();
+        t.retire_state(s);
+    }
+    EPOCH.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Forgets every stream of a destroyed (or reset) context, live or retired, with its stream
+/// handles and its marker slab: the context's work is gone with it, and a new context that
+/// reuses the handle starts afresh. The slab's host memory stays mapped (see
+/// [`real::alloc_marker_memory`]): a report being built meanwhile still reads it safely.
+pub fn forget_context(context: usize) {
+    if context == 0 {
+        return;
+    }
+    let mut t = TABLE.get().write();
+    t.live.retain(|k, _| k.0 != context);
+    t.retired.retain(|s| s.context != context);
+    t.handles.retain(|_, c| *c != context);
+    t.dropped_unfinished.remove(&context);
+    drop(t);
+    MARKER_POOLS.get().lock().remove(&context);
+    EPOCH.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Forgets every context cudablame knows on device `dev` ([`forget_context`] each): after a
+/// primary-context reset whose context handle could not be learned, so that no stream of a new
+/// context (possibly with the old handle) keeps a marker slot in memory the reset unregistered.
+pub fn forget_device(dev: i32) {
+    let contexts: std::collections::HashSet<usize> = {
+        let t = TABLE.get().read();
+        t.live
+            .values()
+            .chain(t.retired.iter())
+            .filter(|s| s.device == dev)
+            .map(|s| s.context)
+            .collect()
+    };
+    for c in contexts {
+        forget_context(c);
+    }
+}
+
+/// How many destroyed streams of `context` were dropped from the retired list while they may
+/// still have had unfinished work.
+pub fn dropped_unfinished(context: usize) -> u64 {
+    TABLE
+        .get()
+        .read()
+        .dropped_unfinished
+        .get(&context)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Live and retired streams (test and statistics).
+pub fn counts() -> (usize, usize) {
+    let t = TABLE.get().read();
+    (t.live.len(), t.retired.len())
+}
+
+impl StreamState {
+    /// Whether some op may not have completed (by marker or host synchronization).
+    fn may_be_unfinished(&self) -> bool {
+        let issued = self.issued.load(Ordering::Acquire);
+        let done = self
+            .marker
+            .as_ref()
+            .map_or(0, Marker::read)
+            .max(self.host_completed.load(Ordering::Acquire));
+        done < issued || self.unseen_after.load(Ordering::Acquire) > done
+    }
+}
+
+/// Gives a forgotten stream's marker slot back to its context's slab: all its work completed, so
+/// the device writes the slot no more.
+fn release_slot(s: &StreamState) {
+    if let Some(m) = &s.marker {
+        if let Some(slab) = MARKER_POOLS.get().lock().get_mut(&s.context) {
+            // Only slots of the slab's current memory come back (older slabs are never reused).
+            let host = m.host as usize;
+            if host >= slab.host && host < slab.host + SLOTS_PER_SLAB * 8 {
+                // SAFETY: the slot is ours and no device write is pending.
+                unsafe { (*m.host).store(0, Ordering::Release) };
+                slab.free.push((host, m.device));
+            }
         }
-        t.retired.push_back(s);
-        EPOCH.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -387,7 +594,8 @@ pub fn clear() {
     MARKER_POOLS.reset_in_child();
     // Thread-local caches hold the epoch they saw: a new epoch makes them look up again.
     EPOCH.fetch_add(1, Ordering::AcqRel);
-    CACHE.with(|c| *c.borrow_mut() = None);
+    let _ = CACHE.try_with(|c| *c.borrow_mut() = None);
+    let _ = PER_THREAD_USED.try_with(|p| p.0.borrow_mut().clear());
 }
 
 fn marker_slot(driver: &Driver, context: usize) -> Option<Marker> {
@@ -396,13 +604,21 @@ fn marker_slot(driver: &Driver, context: usize) -> Option<Marker> {
         host: 0,
         device: 0,
         next: SLOTS_PER_SLAB,
+        free: Vec::new(),
     });
+    if let Some((host, device)) = slab.free.pop() {
+        return Some(Marker {
+            host: host as *const AtomicU64,
+            device,
+        });
+    }
     if slab.next >= SLOTS_PER_SLAB {
         let (host, device) = real::alloc_marker_memory(driver, SLOTS_PER_SLAB * 8)?;
         *slab = Slab {
             host: host as usize,
             device,
             next: 0,
+            free: Vec::new(),
         };
     }
     let i = slab.next;
@@ -413,16 +629,30 @@ fn marker_slot(driver: &Driver, context: usize) -> Option<Marker> {
     })
 }
 
-/// Copies every stream's state: the ring under its lock (its stack copies unwound), the marker
-/// with a plain load.
+/// How long [`snapshot`] waits for one ring's lock (another thread may be inside a launch that
+/// blocks, or stopped by a debugger): past it the stream is reported "busy, not read".
+const RING_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Copies every stream's state: the ring under its lock (waiting [`RING_WAIT`] at most; its
+/// stack copies unwound), the marker with a plain load.
 pub fn snapshot() -> Vec<StreamView> {
     all()
         .into_iter()
         .map(|s| {
-            let ring = s.ops.lock();
-            let ops = ring.view_ops(crate::config::get().stack_depth);
-            let issued = ring.last_seq;
-            drop(ring);
+            let (ops, issued, busy) = match s.ops.try_lock_for(RING_WAIT) {
+                Some(ring) => (
+                    ring.view_ops(crate::config::get().stack_depth),
+                    ring.last_seq,
+                    false,
+                ),
+                None => (Vec::new(), s.issued.load(Ordering::Acquire), true),
+            };
+            let unseen_what = match s.unseen_what.load(Ordering::Acquire) {
+                0 => None,
+                n => crate::cuda::entry_points::EntryPoint::ALL
+                    .get(n as usize - 1)
+                    .map(|ep| ep.name()),
+            };
             StreamView {
                 id: s.id,
                 context: s.context,
@@ -431,6 +661,9 @@ pub fn snapshot() -> Vec<StreamView> {
                 marker: s.marker.as_ref().map(Marker::read),
                 host_completed: s.host_completed.load(Ordering::Acquire),
                 ops,
+                busy,
+                unseen_after: s.unseen_after.load(Ordering::Acquire),
+                unseen_what,
             }
         })
         .collect()

@@ -52,7 +52,9 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
     let thread = record::thread_id();
     let reporting_stack = NativeStack::capture(config::MAX_STACK_DEPTH, now, None);
     let reporting_python = PythonStack::capture_configured().resolve();
-    let context = driver.map(|d| d.current_context()).filter(|&c| c != 0);
+    // The context the reporting call concerns (its stream's, the one it names, else the current
+    // one): a sticky error belongs to one context.
+    let context = Some(call.context(ep)).filter(|&c| c != 0);
     let views = record::streams::snapshot();
     let mut names = Names {
         driver,
@@ -97,7 +99,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                 .as_ref()
                 .and_then(|a| a.kernel.as_deref())
                 .and_then(real::printf::kernel_base_name);
-            let v = {
+            let mut v = {
                 let mut kernels = |o: &OpRecord| names.kernels_of(o);
                 blame::judge_with(
                     &views,
@@ -108,6 +110,8 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                     },
                 )
             };
+            let dropped = context.map_or(0, record::streams::dropped_unfinished);
+            blame::cap_for_unseen_work(&mut v, &views, context, dropped);
             let op = v
                 .culprit
                 .map(|at| names.op(&views[at.0].ops[at.1], now, "culprit", true));

@@ -204,6 +204,9 @@ fn scan() -> Modules {
 /// Rebuilds the module list if it is missing or, at most every [`RESCAN_NS`], if modules were
 /// loaded or unloaded since.
 fn refresh(now_ns: u64) {
+    if UNLOADING.load(Ordering::Acquire) > 0 {
+        return;
+    }
     let last = LAST_CHECK_NS.load(Ordering::Relaxed);
     let have = MODULES.get().read().is_some();
     if have && now_ns.saturating_sub(last) < RESCAN_NS {
@@ -301,6 +304,27 @@ fn walk(
         .ok()
         .flatten()
         .unwrap_or_else(|| unwind(&mut Cache::new_in()))
+}
+
+/// Libraries being unloaded right now (`dlclose` in progress): no module list is built meanwhile.
+static UNLOADING: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `unload` (the real `dlclose`) with the module list dropped first (waiting for unwinds
+/// in progress, 100 ms at most) and none built until it returns: no unwind reads a module being
+/// unmapped, and the next capture after it sees the new list at once (not up to [`RESCAN_NS`]
+/// later). Captures made meanwhile (other threads, destructors run by `dlclose`) get no frames.
+pub fn unloading<T>(unload: impl FnOnce() -> T) -> T {
+    UNLOADING.fetch_add(1, Ordering::AcqRel);
+    if let Some(mut modules) = MODULES
+        .get()
+        .try_write_for(std::time::Duration::from_millis(100))
+    {
+        *modules = None;
+    }
+    let out = unload();
+    UNLOADING.fetch_sub(1, Ordering::AcqRel);
+    LAST_CHECK_NS.store(0, Ordering::Relaxed);
+    out
 }
 
 /// Forgets the module list (a forked child): rebuilt on the next capture. Takes no lock.

@@ -132,6 +132,29 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult
     guard(|| context::primary_release(dev))
 }
 
+/// `cuDevicePrimaryCtxReset_v2(CUdevice)`: destroys the primary context whatever its count.
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxReset_v2(dev: CUdevice) -> CUresult {
+    guard(|| context::primary_reset(dev))
+}
+
+/// `cuDevicePrimaryCtxGetState(CUdevice, unsigned int* flags, int* active)`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(
+    dev: CUdevice,
+    flags: *mut c_uint,
+    active: *mut c_int,
+) -> CUresult {
+    guard(|| {
+        context::require_init()?;
+        let on = context::primary_active(dev)?;
+        if !flags.is_null() {
+            write_out(flags, 0)?;
+        }
+        write_out(active, on as c_int)
+    })
+}
+
 /// `cuCtxCreate_v2(CUcontext*, unsigned int flags, CUdevice)`: creates and pushes a context.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxCreate_v2(

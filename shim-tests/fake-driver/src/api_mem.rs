@@ -1,7 +1,12 @@
 //! Exports: allocation, pinned host memory, copies and memsets.
 //!
-//! Synchronous copies/memsets enqueue on the legacy stream (the per-thread stream in `_ptds`)
-//! and wait; asynchronous ones enqueue on their stream (or its capture) and return.
+//! Blocking copies/memsets enqueue on the legacy stream (the per-thread stream in `_ptds`) and
+//! wait only where the driver API's "API synchronization behavior" section says they do:
+//! device-to-host copies return once the copy completed; host-to-device copies synchronize the
+//! stream before copying (and here also wait for the copy, as for pinned memory); device-to-device
+//! copies ("no host-side synchronization is performed") and memsets of device memory
+//! (asynchronous with respect to the host unless the target is pinned host memory or a Unified
+//! Memory region) enqueue and return. Asynchronous ones enqueue on their stream (or its capture) and return.
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
 use crate::capture;
@@ -86,7 +91,11 @@ unsafe fn host_alloc(pp: *mut *mut c_void, size: usize) -> Res<()> {
         return Err(errors::INVALID_VALUE);
     }
     capture::check_unsafe_call()?;
-    write_out(pp, memory::alloc(Kind::Host, size)? as *mut c_void)
+    let owner = crate::handles::handle_of(context::current()?) as usize;
+    write_out(
+        pp,
+        memory::alloc_owned(Kind::Host, size, owner)? as *mut c_void,
+    )
 }
 
 /// `cuMemHostAlloc(void**, size_t, unsigned int flags)`: zeroed, page aligned; its device
@@ -146,8 +155,8 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(
     _flags: c_uint,
 ) -> CUresult {
     guard(|| {
-        context::current_checked()?;
-        memory::register(p as usize, size)
+        let owner = crate::handles::handle_of(context::current_checked()?) as usize;
+        memory::register(p as usize, size, owner)
     })
 }
 
@@ -205,9 +214,15 @@ fn memset_op(dst: usize, width: usize, count: usize, op: Op) -> Res<Option<Op>> 
     Ok(Some(op))
 }
 
-/// A synchronous copy/memset: enqueue on the legacy (per-thread) stream and wait for it (and,
+/// A blocking copy/memset: enqueue on the legacy (per-thread) stream and wait for it (and,
 /// on the legacy stream, for every stream of the context); then report the sticky error.
 fn run_sync(null: NullStream, build: impl FnOnce() -> Res<Option<Op>>) -> Res<()> {
+    run_blocking(null, true, build)
+}
+
+/// A copy/memset on the default stream that does not wait (`waits` false): device-to-device
+/// copies and memsets of device memory. It returns the sticky error only if one is already set.
+fn run_blocking(null: NullStream, waits: bool, build: impl FnOnce() -> Res<Option<Op>>) -> Res<()> {
     let ctx = context::current_checked()?;
     let stream = match null {
         NullStream::Legacy => ctx.legacy()?,
@@ -217,12 +232,19 @@ fn run_sync(null: NullStream, build: impl FnOnce() -> Res<Option<Op>>) -> Res<()
     capture::check_sync_on(stream)?;
     if let Some(op) = op {
         let seq = stream.enqueue(op)?;
-        stream.wait_for(seq);
+        if waits {
+            stream.wait_for(seq);
+        }
     }
-    if stream.kind == StreamKind::Legacy {
+    if waits && stream.kind == StreamKind::Legacy {
         ctx.synchronize_all();
     }
     ctx.check()
+}
+
+/// Whether a memset of `[dst, dst + len)` waits: only for pinned host memory.
+fn memset_waits(dst: usize) -> bool {
+    matches!(memory::kind_of(dst, 1), Some(Kind::Host | Kind::Registered))
 }
 
 /// An asynchronous copy/memset: enqueue (or capture) on the stream and return.
@@ -242,10 +264,15 @@ fn memcpy_dtoh(dst: *mut c_void, src: CUdeviceptr, n: usize, null: NullStream) -
     run_sync(null, || copy_op(Dir::DtoH, dst as usize, src as usize, n))
 }
 fn memcpy_dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, null: NullStream) -> Res<()> {
-    run_sync(null, || copy_op(Dir::DtoD, dst as usize, src as usize, n))
+    run_blocking(null, false, || {
+        copy_op(Dir::DtoD, dst as usize, src as usize, n)
+    })
 }
 fn memcpy_unified(dst: CUdeviceptr, src: CUdeviceptr, n: usize, null: NullStream) -> Res<()> {
-    run_sync(null, || {
+    // Device to device does not wait; any host side does.
+    let device = |p: CUdeviceptr| memory::kind_of(p as usize, 1) == Some(Kind::Device);
+    let waits = !(device(dst) && device(src));
+    run_blocking(null, waits, || {
         copy_op(Dir::Unified, dst as usize, src as usize, n)
     })
 }
@@ -255,7 +282,9 @@ fn memset_d8(dst: CUdeviceptr, value: c_uchar, n: usize, null: NullStream) -> Re
         value,
         count: n,
     };
-    run_sync(null, || memset_op(dst as usize, 1, n, op))
+    run_blocking(null, memset_waits(dst as usize), || {
+        memset_op(dst as usize, 1, n, op)
+    })
 }
 fn memset_d32(dst: CUdeviceptr, value: c_uint, n: usize, null: NullStream) -> Res<()> {
     let op = Op::Memset32 {
@@ -263,7 +292,33 @@ fn memset_d32(dst: CUdeviceptr, value: c_uint, n: usize, null: NullStream) -> Re
         value,
         count: n,
     };
-    run_sync(null, || memset_op(dst as usize, 4, n, op))
+    run_blocking(null, memset_waits(dst as usize), || {
+        memset_op(dst as usize, 4, n, op)
+    })
+}
+
+/// `cuPointerGetAttribute(void* data, CUpointer_attribute, CUdeviceptr)`: only
+/// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE` (2): `CU_MEMORYTYPE_DEVICE` (2) for device allocations,
+/// `CU_MEMORYTYPE_HOST` (1) for pinned or registered host memory, `CUDA_ERROR_INVALID_VALUE`
+/// for memory the driver does not know (pageable host memory) and other attributes.
+#[no_mangle]
+pub unsafe extern "C" fn cuPointerGetAttribute(
+    data: *mut c_void,
+    attribute: c_uint,
+    ptr: CUdeviceptr,
+) -> CUresult {
+    guard(|| {
+        context::require_init()?;
+        if attribute != 2 || data.is_null() {
+            return Err(errors::INVALID_VALUE);
+        }
+        let memory_type: c_uint = match memory::kind_of(ptr as usize, 1) {
+            Some(Kind::Device) => 2,
+            Some(Kind::Host | Kind::Registered) => 1,
+            None => return Err(errors::INVALID_VALUE),
+        };
+        write_out(data as *mut c_uint, memory_type)
+    })
 }
 
 dual_export! {
@@ -275,19 +330,21 @@ dual_export! {
     fn cuMemcpyDtoH_v2 / cuMemcpyDtoH_v2_ptds (dst: *mut c_void, src: CUdeviceptr, n: usize) => memcpy_dtoh
 }
 dual_export! {
-    /// `cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t)`: synchronous.
+    /// `cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t)`: does not wait.
     fn cuMemcpyDtoD_v2 / cuMemcpyDtoD_v2_ptds (dst: CUdeviceptr, src: CUdeviceptr, n: usize) => memcpy_dtod
 }
 dual_export! {
-    /// `cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t)`: synchronous, unified addressing.
+    /// `cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t)`: unified addressing; waits unless
+    /// both sides are device memory.
     fn cuMemcpy / cuMemcpy_ptds (dst: CUdeviceptr, src: CUdeviceptr, n: usize) => memcpy_unified
 }
 dual_export! {
-    /// `cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t)`: synchronous.
+    /// `cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t)`: waits only for pinned host memory.
     fn cuMemsetD8_v2 / cuMemsetD8_v2_ptds (dst: CUdeviceptr, value: c_uchar, n: usize) => memset_d8
 }
 dual_export! {
-    /// `cuMemsetD32_v2(CUdeviceptr, unsigned int, size_t)`: synchronous; `dst` 4-byte aligned.
+    /// `cuMemsetD32_v2(CUdeviceptr, unsigned int, size_t)`: waits only for pinned host memory;
+    /// `dst` 4-byte aligned.
     fn cuMemsetD32_v2 / cuMemsetD32_v2_ptds (dst: CUdeviceptr, value: c_uint, n: usize) => memset_d32
 }
 

@@ -11,7 +11,7 @@ use crate::signal;
 use crate::stream::{lookup, Event, NullStream, Op, Stream, StreamKind, EVENTS, STREAMS};
 use crate::types::*;
 use crate::{guard, write_out};
-use std::ffi::{c_float, c_int, c_uint};
+use std::ffi::{c_float, c_int, c_uint, c_void};
 
 unsafe fn create_stream(ph: *mut CUstream, flags: c_uint, priority: c_int) -> Res<()> {
     let ctx = context::current_checked()?;
@@ -312,4 +312,28 @@ pub unsafe extern "C" fn cuEventElapsedTime_v2(
     end: CUevent,
 ) -> CUresult {
     guard(|| elapsed_time(ms, start, end))
+}
+
+fn launch_host_func(
+    h: CUstream,
+    func: *mut c_void,
+    data: *mut c_void,
+    null: NullStream,
+) -> Res<()> {
+    context::require_init()?;
+    if func.is_null() {
+        return Err(errors::INVALID_VALUE);
+    }
+    let stream = lookup(h, null)?;
+    let op = Op::HostFunc {
+        func: func as usize,
+        data: data as usize,
+    };
+    capture::submit(stream, op).map(drop)
+}
+
+dual_export! {
+    /// `cuLaunchHostFunc(CUstream, CUhostFn, void*)`: the function runs on the stream's worker
+    /// when the stream reaches it (it must not call CUDA, as in the driver).
+    fn cuLaunchHostFunc / cuLaunchHostFunc_ptsz (h: CUstream, func: *mut c_void, data: *mut c_void) => launch_host_func
 }

@@ -21,9 +21,57 @@ pub static CONTEXTS: Registry<Context> = Registry::new();
 static PRIMARY: Mutex<BTreeMap<CUdevice, (&'static Context, u32)>> =
     parking_lot::const_mutex(BTreeMap::new());
 
+/// A context stack of fixed capacity (no heap, no destructor).
+pub struct CtxStack {
+    items: [Option<&'static Context>; 32],
+    len: usize,
+}
+
+impl CtxStack {
+    fn last(&self) -> Option<&&'static Context> {
+        self.items[..self.len].last().and_then(|c| c.as_ref())
+    }
+    fn last_mut(&mut self) -> Option<&mut &'static Context> {
+        let len = self.len;
+        self.items[..len].last_mut().and_then(|c| c.as_mut())
+    }
+    fn push(&mut self, ctx: &'static Context) {
+        if self.len < self.items.len() {
+            self.items[self.len] = Some(ctx);
+            self.len += 1;
+        }
+    }
+    fn pop(&mut self) -> Option<&'static Context> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        self.items[self.len].take()
+    }
+}
+
+/// The per-thread default streams a thread created: closed when it exits (the worker finishes
+/// the queued work, then stops), so that a long-running program with short-lived threads keeps
+/// no stream per dead thread.
+struct PerThreadStreams(RefCell<Vec<(&'static Context, u64)>>);
+
+impl Drop for PerThreadStreams {
+    fn drop(&mut self) {
+        for (ctx, tid) in self.0.borrow_mut().drain(..) {
+            let stream = ctx.per_thread.lock().remove(&tid);
+            if let Some(stream) = stream {
+                stream.close();
+            }
+        }
+    }
+}
+
 thread_local! {
-    /// The calling thread's context stack; the top is the current context.
-    static STACK: RefCell<Vec<&'static Context>> = const { RefCell::new(Vec::new()) };
+    static EXITING: PerThreadStreams = const { PerThreadStreams(RefCell::new(Vec::new())) };
+    /// The calling thread's context stack; the top is the current context. Fixed capacity and
+    /// without a destructor, so it outlives the thread's other thread-local storage: like the
+    /// real driver's, the current context still answers in exit handlers and static destructors.
+    static STACK: RefCell<CtxStack> = const { RefCell::new(CtxStack { items: [None; 32], len: 0 }) };
 }
 
 /// Marks the driver initialized (`cuInit`). Fails with `CUDA_ERROR_NO_DEVICE` without devices.
@@ -166,6 +214,7 @@ impl Context {
         }
         let stream = Stream::spawn(self, StreamKind::PerThread, 0, 0)?;
         map.insert(tid, stream);
+        let _ = EXITING.try_with(|e| e.0.borrow_mut().push((self, tid)));
         Ok(stream)
     }
 
@@ -205,6 +254,7 @@ impl Context {
         for stream in self.streams() {
             stream.close();
         }
+        crate::memory::release_context(crate::handles::handle_of(self) as usize);
         CONTEXTS.remove(crate::handles::handle_of(self));
         signal::notify();
     }
@@ -235,7 +285,7 @@ pub fn current_checked() -> Res<&'static Context> {
     Ok(ctx)
 }
 
-fn with_stack<R>(f: impl FnOnce(&mut Vec<&'static Context>) -> R) -> Res<R> {
+fn with_stack<R>(f: impl FnOnce(&mut CtxStack) -> R) -> Res<R> {
     STACK
         .try_with(|s| s.try_borrow_mut().map(|mut s| f(&mut s)).ok())
         .ok()
@@ -288,6 +338,29 @@ pub fn primary_retain(dev: CUdevice) -> Res<&'static Context> {
     }
     entry.1 += 1;
     Ok(entry.0)
+}
+
+/// `cuDevicePrimaryCtxReset_v2`: destroys the primary context (all its allocations and state)
+/// whatever its reference count; the next retain creates a fresh one.
+pub fn primary_reset(dev: CUdevice) -> Res<()> {
+    check_device(dev)?;
+    let reset = PRIMARY.lock().remove(&dev).map(|(ctx, _)| ctx);
+    if let Some(ctx) = reset {
+        pop_if_current(ctx);
+        if !ctx.is_destroyed() {
+            ctx.destroy();
+        }
+    }
+    Ok(())
+}
+
+/// `cuDevicePrimaryCtxGetState`: whether the primary context is active (retained, not destroyed).
+pub fn primary_active(dev: CUdevice) -> Res<bool> {
+    check_device(dev)?;
+    Ok(PRIMARY
+        .lock()
+        .get(&dev)
+        .is_some_and(|(ctx, n)| *n > 0 && !ctx.is_destroyed()))
 }
 
 /// `cuDevicePrimaryCtxRelease_v2`: the last release destroys the primary context.

@@ -26,13 +26,75 @@ pub enum Kind {
 
 /// Start address -> (length, kind) of every live range.
 static RANGES: RwLock<BTreeMap<usize, (usize, Kind)>> = parking_lot::const_rwlock(BTreeMap::new());
+/// Start address -> owning context handle of pinned host ranges (`Host`, `Registered`): the
+/// driver frees (`Host`, unmapped here so that a later host read faults like a real one may) or
+/// unregisters them when that context is destroyed (`cuCtxDestroy`, `cuDevicePrimaryCtxReset`,
+/// the last `cuDevicePrimaryCtxRelease`: "all resources allocated in the context are freed").
+static OWNERS: parking_lot::Mutex<BTreeMap<usize, usize>> =
+    parking_lot::const_mutex(BTreeMap::new());
 
 /// Alignment of device allocations (the real driver guarantees at least 256 bytes).
 const DEVICE_ALIGN: usize = 256;
 /// Alignment of pinned host allocations (page aligned, like the real driver).
 const HOST_ALIGN: usize = 4096;
 
-/// Allocates `size` zeroed bytes of `kind` (`Device` or `Host`) and records the range.
+/// Allocates `size` zeroed bytes of `kind` owned by context `owner` (pinned host memory is
+/// its own mapping: freeing unmaps it).
+pub fn alloc_owned(kind: Kind, size: usize, owner: usize) -> Res<usize> {
+    if kind != Kind::Host {
+        return alloc(kind, size);
+    }
+    if size == 0 {
+        return Err(errors::INVALID_VALUE);
+    }
+    let len = size.next_multiple_of(HOST_ALIGN);
+    // SAFETY: a fresh private anonymous mapping.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(errors::OUT_OF_MEMORY);
+    }
+    RANGES.write().insert(ptr as usize, (size, kind));
+    OWNERS.lock().insert(ptr as usize, owner);
+    Ok(ptr as usize)
+}
+
+/// Frees (unmaps) or unregisters every pinned host range of a destroyed context.
+pub fn release_context(owner: usize) {
+    let mine: Vec<usize> = {
+        let mut owners = OWNERS.lock();
+        let mine: Vec<usize> = owners
+            .iter()
+            .filter(|(_, &o)| o == owner)
+            .map(|(&p, _)| p)
+            .collect();
+        for p in &mine {
+            owners.remove(p);
+        }
+        mine
+    };
+    let mut ranges = RANGES.write();
+    for p in mine {
+        match ranges.remove(&p) {
+            Some((size, Kind::Host)) => {
+                // SAFETY: mapped by `alloc_owned` with this length, no longer recorded.
+                unsafe { libc::munmap(p as *mut libc::c_void, size.next_multiple_of(HOST_ALIGN)) };
+            }
+            Some(_) => {}
+            None => {}
+        }
+    }
+}
+
+/// Allocates `size` zeroed bytes of `kind` (`Device`) and records the range.
 pub fn alloc(kind: Kind, size: usize) -> Res<usize> {
     if size == 0 {
         return Err(errors::INVALID_VALUE);
@@ -58,18 +120,26 @@ pub fn alloc(kind: Kind, size: usize) -> Res<usize> {
 pub fn free(kind: Kind, ptr: usize) -> Res<()> {
     let mut ranges = RANGES.write();
     match ranges.get(&ptr) {
-        Some(&(_, k)) if k == kind => {
+        Some(&(size, k)) if k == kind => {
             ranges.remove(&ptr);
-            // SAFETY: `ptr` came from `posix_memalign` in `alloc` and was live until now.
-            unsafe { libc::free(ptr as *mut libc::c_void) };
+            if kind == Kind::Host {
+                OWNERS.lock().remove(&ptr);
+                // SAFETY: mapped by `alloc_owned` with this length, live until now.
+                unsafe {
+                    libc::munmap(ptr as *mut libc::c_void, size.next_multiple_of(HOST_ALIGN))
+                };
+            } else {
+                // SAFETY: `ptr` came from `posix_memalign` in `alloc` and was live until now.
+                unsafe { libc::free(ptr as *mut libc::c_void) };
+            }
             Ok(())
         }
         _ => Err(errors::INVALID_VALUE),
     }
 }
 
-/// Records a caller-owned host range (`cuMemHostRegister_v2`).
-pub fn register(ptr: usize, size: usize) -> Res<()> {
+/// Records a caller-owned host range (`cuMemHostRegister_v2`) of context `owner`.
+pub fn register(ptr: usize, size: usize, owner: usize) -> Res<()> {
     if ptr == 0 || size == 0 {
         return Err(errors::INVALID_VALUE);
     }
@@ -79,6 +149,7 @@ pub fn register(ptr: usize, size: usize) -> Res<()> {
         return Err(712);
     }
     ranges.insert(ptr, (size, Kind::Registered));
+    OWNERS.lock().insert(ptr, owner);
     Ok(())
 }
 
@@ -88,6 +159,7 @@ pub fn unregister(ptr: usize) -> Res<()> {
     match ranges.get(&ptr) {
         Some(&(_, Kind::Registered)) => {
             ranges.remove(&ptr);
+            OWNERS.lock().remove(&ptr);
             Ok(())
         }
         // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED

@@ -74,6 +74,10 @@ pub const VERSIONED: &[(&str, &[(i32, &str)])] = &[
         &[(4000, "cuDevicePrimaryCtxRelease_v2")],
     ),
     (
+        "cuDevicePrimaryCtxReset",
+        &[(4000, "cuDevicePrimaryCtxReset_v2")],
+    ),
+    (
         "cuStreamBeginCapture",
         &[
             (10000, "cuStreamBeginCapture"),
@@ -113,9 +117,10 @@ pub fn introduced(export: &str) -> i32 {
         "cuLaunchKernel" | "cuLaunchKernel_ptsz" | "cuMemcpy" | "cuMemcpyAsync" => 4000,
         "cuStreamCreateWithPriority" => 5050,
         "cuGetErrorName" | "cuGetErrorString" => 6000,
-        "cuDevicePrimaryCtxRetain" => 7000,
+        "cuDevicePrimaryCtxRetain" | "cuDevicePrimaryCtxGetState" => 7000,
         "cuLaunchCooperativeKernel" => 9000,
         "cuStreamGetCtx" => 9020,
+        "cuLaunchHostFunc" | "cuLaunchHostFunc_ptsz" => 10000,
         "cuStreamEndCapture"
         | "cuStreamIsCapturing"
         | "cuGraphLaunch"
@@ -179,7 +184,8 @@ export_table! {
     // api_driver
     cuInit, cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName,
     cuDeviceTotalMem_v2, cuDeviceGetAttribute, cuDevicePrimaryCtxRetain,
-    cuDevicePrimaryCtxRelease_v2, cuCtxCreate_v2, cuCtxDestroy_v2, cuCtxSetCurrent,
+    cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxGetState,
+    cuCtxCreate_v2, cuCtxDestroy_v2, cuCtxSetCurrent,
     cuCtxGetCurrent, cuCtxPushCurrent_v2, cuCtxPopCurrent_v2, cuCtxGetDevice, cuCtxSynchronize,
     cuCtxSynchronize_v2,
     cuGetErrorName, cuGetErrorString, cuGetProcAddress, cuGetProcAddress_v2,
@@ -193,7 +199,7 @@ export_table! {
     // api_mem
     cuMemAlloc_v2, cuMemFree_v2, cuMemAllocAsync, cuMemAllocAsync_ptsz, cuMemFreeAsync,
     cuMemFreeAsync_ptsz, cuMemHostAlloc, cuMemAllocHost_v2, cuMemFreeHost,
-    cuMemHostGetDevicePointer_v2, cuMemHostRegister_v2, cuMemHostUnregister,
+    cuMemHostGetDevicePointer_v2, cuMemHostRegister_v2, cuMemHostUnregister, cuPointerGetAttribute,
     cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds,
     cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds, cuMemcpy, cuMemcpy_ptds,
     cuMemsetD8_v2, cuMemsetD8_v2_ptds, cuMemsetD32_v2, cuMemsetD32_v2_ptds,
@@ -205,6 +211,7 @@ export_table! {
     cuStreamCreate, cuStreamCreateWithPriority, cuStreamDestroy_v2,
     cuStreamSynchronize, cuStreamSynchronize_ptsz, cuStreamQuery, cuStreamQuery_ptsz,
     cuStreamWaitEvent, cuStreamWaitEvent_ptsz, cuStreamGetCtx, cuStreamGetCtx_ptsz,
+    cuLaunchHostFunc, cuLaunchHostFunc_ptsz,
     cuStreamWriteValue64, cuStreamWriteValue64_ptsz, cuStreamWriteValue64_v2,
     cuStreamWriteValue64_v2_ptsz, cuStreamWriteValue32, cuStreamWriteValue32_ptsz,
     cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz,

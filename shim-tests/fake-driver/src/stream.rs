@@ -154,6 +154,13 @@ pub enum Op {
         /// The record sequence number awaited.
         seq: u64,
     },
+    /// A host function (`cuLaunchHostFunc`), called on the stream's worker.
+    HostFunc {
+        /// `void (*)(void*)`.
+        func: usize,
+        /// Its argument.
+        data: usize,
+    },
     /// Stream-ordered free of a device allocation (`cuMemFreeAsync`).
     Free {
         /// The allocation.
@@ -172,6 +179,7 @@ impl Op {
             Op::Write32 { addr, value } => format!("write32 {value} to {addr:#x}"),
             Op::RecordEvent { seq, .. } => format!("event record #{seq}"),
             Op::WaitEvent { seq, .. } => format!("event wait #{seq}"),
+            Op::HostFunc { func, .. } => format!("host function {func:#x}"),
             Op::Free { ptr } => format!("free {ptr:#x}"),
         }
     }
@@ -350,6 +358,9 @@ impl Stream {
                         break Some(item);
                     }
                     if queue.closed {
+                        // The stream object lives on (handles are never reused): give its
+                        // queue's memory back.
+                        queue.items = VecDeque::new();
                         break None;
                     }
                     queue = self
@@ -437,6 +448,12 @@ impl Stream {
                     || event.ctx.poisoned()
                     || event.ctx.is_destroyed()
             }),
+            Op::HostFunc { func, data } => {
+                // SAFETY: the program passed a `void (*)(void*)` and its argument
+                // (cuLaunchHostFunc's contract); NULL was refused at enqueue.
+                let f: extern "C" fn(*mut std::ffi::c_void) = unsafe { std::mem::transmute(func) };
+                f(data as *mut std::ffi::c_void);
+            }
             Op::Free { ptr } => {
                 let _ = memory::free(memory::Kind::Device, ptr);
             }

@@ -1,0 +1,121 @@
+// EXPECT kernel=ptx_scatter site=launch_in_context error=CUDA_ERROR_ILLEGAL_ADDRESS confidence=exact reporter=cuStreamSynchronize
+// BUILD-FLAGS: -lcuda
+//
+// two_contexts.cu: two driver-API contexts on device 0. The culprit faults on
+// a stream of context A; then context B is made current and a long kernel is
+// launched there; the program synchronizes A's stream, which reports the
+// error. A sticky error belongs to one context: the verdict must look at the
+// context of the stream that reported it (A), not at the reporting thread's
+// current context (B), where ptx_slow is still running (issue 14, item 2;
+// before the fix cudablame named ptx_slow, "exact").
+//
+// Timeline:
+//   A = cuCtxCreate(dev 0); stream sA (non-blocking)
+//   launch_in_context(ptx_fill, sA)      -> good; cuStreamSynchronize(sA)
+//   launch_in_context(ptx_scatter, sA, 0x10) -> CULPRIT (700 in context A)
+//   B = cuCtxCreate(dev 0) (now current)
+//   launch_in_context(ptx_slow, NULL)    -> spins ~200 ms in context B
+//   cuStreamSynchronize(sA)              -> REPORTS CUDA_ERROR_ILLEGAL_ADDRESS
+//
+// Expected: "sample-error: CUDA_ERROR_ILLEGAL_ADDRESS at
+// cuStreamSynchronize(sa) ...", exit 1.
+#include <cstdio>
+#include <cuda.h>
+
+#include "check.h"
+
+// out[i] = i for i < n (same body as driver_api.cu), and a spin of `cycles`.
+#define PTX_STORE_INDEX_KERNEL(NAME)                                             \
+    ".visible .entry " NAME "(\n"                                                \
+    "    .param .u64 " NAME "_out,\n"                                            \
+    "    .param .u32 " NAME "_n\n"                                               \
+    ")\n"                                                                        \
+    "{\n"                                                                        \
+    "    .reg .pred %p<2>;\n"                                                    \
+    "    .reg .b32 %r<5>;\n"                                                     \
+    "    .reg .b64 %rd<5>;\n"                                                    \
+    "    ld.param.u64 %rd1, [" NAME "_out];\n"                                   \
+    "    ld.param.u32 %r1, [" NAME "_n];\n"                                      \
+    "    mov.u32 %r2, %ctaid.x;\n"                                               \
+    "    mov.u32 %r3, %ntid.x;\n"                                                \
+    "    mov.u32 %r4, %tid.x;\n"                                                 \
+    "    mad.lo.s32 %r2, %r2, %r3, %r4;\n"                                       \
+    "    setp.ge.s32 %p1, %r2, %r1;\n"                                           \
+    "    @%p1 bra $L_" NAME "_done;\n"                                           \
+    "    cvta.to.global.u64 %rd2, %rd1;\n"                                       \
+    "    mul.wide.s32 %rd3, %r2, 4;\n"                                           \
+    "    add.s64 %rd4, %rd2, %rd3;\n"                                            \
+    "    st.global.u32 [%rd4], %r2;\n"                                           \
+    "$L_" NAME "_done:\n"                                                        \
+    "    ret;\n"                                                                 \
+    "}\n"
+
+static const char kPtx[] =
+    ".version 8.0\n"
+    ".target sm_75\n"
+    ".address_size 64\n"
+    "\n" PTX_STORE_INDEX_KERNEL("ptx_fill") "\n" PTX_STORE_INDEX_KERNEL("ptx_scatter")
+    "\n"
+    ".visible .entry ptx_slow(\n"
+    "    .param .u64 ptx_slow_out,\n"
+    "    .param .u32 ptx_slow_n\n"
+    ")\n"
+    "{\n"
+    "    .reg .pred %p<2>;\n"
+    "    .reg .b64 %rd<5>;\n"
+    "    mov.u64 %rd1, 400000000;\n"
+    "    mov.u64 %rd2, %clock64;\n"
+    "$L_spin:\n"
+    "    mov.u64 %rd3, %clock64;\n"
+    "    sub.s64 %rd4, %rd3, %rd2;\n"
+    "    setp.lt.s64 %p1, %rd4, %rd1;\n"
+    "    @%p1 bra $L_spin;\n"
+    "    ret;\n"
+    "}\n";
+
+// cuCtxCreate gained a CUctxCreateParams* parameter in CUDA 13 (cuCtxCreate_v4).
+static CUresult create_context(CUcontext* ctx, CUdevice dev) {
+#if CUDA_VERSION >= 13000
+    CUctxCreateParams params = {};  // no execution affinity, no CIG: a plain context
+    return cuCtxCreate(ctx, &params, 0, dev);
+#else
+    return cuCtxCreate(ctx, 0, dev);
+#endif
+}
+
+__attribute__((noinline)) CUresult launch_in_context(CUfunction f, CUstream s, CUdeviceptr out,
+                                                     int n) {
+    void* args[] = {&out, &n};
+    return cuLaunchKernel(f, (n + 255) / 256, 1, 1, 256, 1, 1, 0, s, args, nullptr);
+}
+
+int main() {
+    const int n = 1024;
+    CUdevice dev;
+    CUcontext a, b;
+    CUmodule mod_a, mod_b;
+    CUfunction fill, scatter, slow;
+    CUstream sa;
+    CUdeviceptr buf, buf_b;
+    CU_CHECK(cuInit(0));
+    CU_CHECK(cuDeviceGet(&dev, 0));
+    CU_CHECK(create_context(&a, dev));
+    CU_CHECK(cuModuleLoadData(&mod_a, kPtx));
+    CU_CHECK(cuModuleGetFunction(&fill, mod_a, "ptx_fill"));
+    CU_CHECK(cuModuleGetFunction(&scatter, mod_a, "ptx_scatter"));
+    CU_CHECK(cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING));
+    CU_CHECK(cuMemAlloc(&buf, n * sizeof(int)));
+    CU_CHECK(launch_in_context(fill, sa, buf, n));
+    CU_CHECK(cuStreamSynchronize(sa));
+    // BUG: the output handle of the second pass was never filled in.
+    CU_CHECK(launch_in_context(scatter, sa, CUdeviceptr(0x10), n));
+
+    CU_CHECK(create_context(&b, dev));  // pushes B: current from here on
+    CU_CHECK(cuModuleLoadData(&mod_b, kPtx));
+    CU_CHECK(cuModuleGetFunction(&slow, mod_b, "ptx_slow"));
+    CU_CHECK(cuMemAlloc(&buf_b, n * sizeof(int)));
+    CU_CHECK(launch_in_context(slow, nullptr, buf_b, 1));
+    CU_CHECK(cuStreamSynchronize(sa));
+    printf("unexpected: no error\n");
+    return 0;
+}

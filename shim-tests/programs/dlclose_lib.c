@@ -1,0 +1,11 @@
+/* A library a program loads and unloads at run time (scenarios.c "dlclose_refresh"): it launches
+ * a kernel through the launch function it is given, so the launch stack goes through it. */
+typedef unsigned int CUresult;
+typedef CUresult (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, void *, void **, void **);
+
+__attribute__((noinline)) CUresult launch_from_plugin(launch_fn launch, void *f, void **params) {
+    CUresult rc = launch(f, 8, 1, 1, 256, 1, 1, 0, 0, params, 0);
+    __asm__ volatile("");
+    return rc;
+}
