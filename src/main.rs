@@ -2,7 +2,8 @@
 //! `summary` across the ranks of a job), or runs a built-in demo.
 //!
 //! This binary does not link the library (it would export `dlsym` into itself); it finds
-//! `libcudablame.so` beside its own executable.
+//! `libcudablame.so` by the lookup order of `cli::locate` (beside its own executable, ..., else
+//! the copy embedded by `build.rs`).
 
 mod cli;
 
