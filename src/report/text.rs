@@ -7,7 +7,7 @@ use super::model::{Frame, Op, OpKind, PythonFrames, Report};
 use std::fmt::Write;
 
 /// Frames shown per stack in the text (the JSON keeps them all).
-const FRAMES_SHOWN: usize = 10;
+const FRAMES_SHOWN: usize = 6;
 
 fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
@@ -20,7 +20,13 @@ const FRAMES_UNDER_PYTHON: usize = 4;
 const FUNCTION_SHOWN: usize = 160;
 
 /// How many native frames to show under `python` frames (printing the heading when there are).
-fn native_limit(out: &mut String, python: &[Frame]) -> usize {
+fn native_limit(out: &mut String, python: &[Frame], verbose: bool) -> usize {
+    if verbose {
+        if !python.is_empty() {
+            out.push_str("      native, innermost first:\n");
+        }
+        return usize::MAX;
+    }
     if python.is_empty() {
         return FRAMES_SHOWN;
     }
@@ -95,9 +101,9 @@ fn python_library(file: &str) -> Option<&str> {
 /// one line (`... 5 frames in torch`), and where frames were borrowed from the thread that called
 /// `backward()`, a line saying so.
 /// Prints a thread's Python frames, then its native ones (fewer under Python frames).
-fn stacks(out: &mut String, python: &PythonFrames, native: &[Frame]) {
+fn stacks(out: &mut String, python: &PythonFrames, native: &[Frame], verbose: bool) {
     python_frames(out, python);
-    let limit = native_limit(out, &python.python_stack);
+    let limit = native_limit(out, &python.python_stack, verbose);
     frames(out, native, limit);
 }
 
@@ -421,8 +427,140 @@ fn timeline(out: &mut String, r: &Report) {
     );
 }
 
-/// Renders the whole report.
+/// The device-side assert's text (`file:line: function: block [..], thread [..] Assertion `cond`
+/// failed.`), when the report has one.
+///
+/// DEVICE-ASSERT: another change adds an `assert` field to the report model; until it lands this
+/// returns `None`. Wire it here (e.g. `r.assert.as_ref().map(|a| a.text.clone())`): the lead block
+/// renders it as `assert:   <text>`, between the launching line and the hint.
+pub fn device_assert(_r: &Report) -> Option<String> {
+    None
+}
+
+/// Renders the report: the lead block (what to fix), then the details, shortened (the verbose
+/// form is `cudablame show --verbose`).
 pub fn render(r: &Report) -> String {
+    render_with(r, device_assert(r).as_deref(), false)
+}
+
+/// Everything: all frames kept in the text, the full confidence reasoning and every other op.
+pub fn render_verbose(r: &Report) -> String {
+    render_with(r, device_assert(r).as_deref(), true)
+}
+
+/// Files under these prefixes are not the program's: system and CUDA headers, Rust's standard
+/// library, crates.io sources, nvcc's generated stubs.
+fn foreign_file(file: &str) -> bool {
+    file.starts_with("/usr/")
+        || file.starts_with("/rustc/")
+        || file.contains("/.cargo/registry/")
+        || file.contains(".stub.c")
+        || file.contains("/tmpxft_")
+        || python_library(file).is_some()
+}
+
+/// The program's own frame that launched `o` (or made the reporting call): its innermost Python
+/// frame outside libraries, else its innermost native frame with a source line of its own
+/// (skipping nvcc's host stub, which is named like the kernel and sits at the kernel's line).
+fn program_frame<'a>(
+    python: &'a PythonFrames,
+    native: &'a [Frame],
+    kernel: Option<&str>,
+) -> Option<&'a Frame> {
+    let own =
+        |f: &&Frame| f.file.as_deref().is_some_and(|file| !foreign_file(file)) && f.line.is_some();
+    python.python_stack.iter().find(own).or_else(|| {
+        native.iter().filter(own).find(|f| {
+            let func = f.function.as_deref().unwrap_or("");
+            !func.starts_with("__device_stub__")
+                && !func.starts_with("__cudaLaunch")
+                && kernel.is_none_or(|k| func != k)
+        })
+    })
+}
+
+/// The source line `line` of `file`, trimmed, when the file can be read here (small files only).
+fn source_line(file: &str, line: u32) -> Option<String> {
+    let meta = std::fs::metadata(file).ok()?;
+    if !meta.is_file() || meta.len() > 8 << 20 || line == 0 {
+        return None;
+    }
+    let text = std::fs::read(file).ok()?;
+    let l = text.split(|&b| b == b'\n').nth(line as usize - 1)?;
+    let l = String::from_utf8_lossy(l).trim().to_string();
+    (!l.is_empty()).then(|| fit(&l, 120))
+}
+
+/// `function at file:line` and, on the next line, the code there.
+fn site(out: &mut String, label: &str, f: &Frame, suffix: &str) {
+    let func = fit(f.function.as_deref().unwrap_or("??"), 80);
+    let file = f.file.as_deref().unwrap_or("?");
+    let line = f.line.unwrap_or(0);
+    let _ = writeln!(out, "{label:<10}{func} at {file}:{line}{suffix}");
+    if let Some(code) = source_line(file, line) {
+        let _ = writeln!(out, "{:<10}    {code}", "");
+    }
+}
+
+/// The report's first lines, in the order an engineer needs them: the culprit kernel, the
+/// program's line that launched it, the device-side assert, the hint, the line where the error
+/// surfaced.
+fn lead(out: &mut String, r: &Report, device_assert: Option<&str>) {
+    let confidence = format!("{:?}", r.culprit.confidence).to_lowercase();
+    match &r.culprit.op {
+        Some(o) => {
+            let name = match (&o.kernel, o.kind) {
+                (Some(k), _) => brief(k),
+                _ => op_brief(o),
+            };
+            let _ = writeln!(
+                out,
+                "{:<10}{name}  (op #{}, {confidence})",
+                "culprit:", o.seq
+            );
+            match program_frame(&o.python, &o.stack, o.kernel.as_deref()) {
+                Some(f) => site(out, "launched:", f, ""),
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "{:<10}(no program frame: see the launch stack below)",
+                        "launched:"
+                    );
+                }
+            }
+        }
+        None => {
+            let _ = writeln!(out, "{:<10}not identified ({confidence})", "culprit:");
+        }
+    }
+    if let Some(a) = device_assert {
+        let _ = writeln!(out, "{:<10}{}", "assert:", fit(a.trim(), 300));
+    }
+    if let Some(hint) = &r.culprit.hint {
+        let _ = writeln!(out, "{:<10}{hint}", "hint:");
+    }
+    let c = &r.reporting_call;
+    let noticed = format!(" ({}, which only noticed the error)", c.entry_point);
+    match program_frame(&c.python, &c.stack, None) {
+        Some(f) => site(out, "reported:", f, &noticed),
+        None => {
+            let _ = writeln!(out, "{:<10}{}{noticed}", "reported:", c.entry_point);
+        }
+    }
+}
+
+/// Text cut to about `n` characters at a word boundary.
+fn sentence(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        return s.to_string();
+    }
+    let cut: String = s.chars().take(n).collect();
+    let cut = cut.rsplit_once(' ').map_or(cut.as_str(), |(a, _)| a);
+    format!("{cut} ...")
+}
+
+/// Renders the report; `verbose` keeps every frame, the whole reasoning and all other ops.
+pub fn render_with(r: &Report, device_assert: Option<&str>, verbose: bool) -> String {
     let mut out = String::new();
     let e = &r.error;
     let _ = writeln!(
@@ -430,29 +568,45 @@ pub fn render(r: &Report) -> String {
         "\n==== cudablame: {} ({}): {} ====",
         e.name, e.code, e.description
     );
+    lead(&mut out, r, device_assert);
+    let _ = writeln!(out, "---- details ----");
     match &r.culprit.op {
         Some(o) => {
             let what = match &o.kernel {
-                Some(k) => format!("#{} kernel {k}", o.seq),
+                Some(k) if verbose => format!("#{} kernel {k}", o.seq),
+                Some(k) => format!("#{} kernel {}", o.seq, short(k)),
                 None => op_line(o),
             };
             let _ = writeln!(out, "culprit [{:?}]: {what}", r.culprit.confidence);
+            let shared = if o.shared_mem_bytes > 0 || verbose {
+                format!(" shared {} B", o.shared_mem_bytes)
+            } else {
+                String::new()
+            };
+            let thread = if verbose {
+                format!(", thread {}", o.thread)
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "    grid ({},{},{}) block ({},{},{}) shared {} B, stream {}, device {}, thread {}, launched {} before the error",
-                o.grid[0], o.grid[1], o.grid[2], o.block[0], o.block[1], o.block[2], o.shared_mem_bytes,
-                o.stream, o.device, o.thread, ms(o.age_ns)
+                "    grid ({},{},{}) block ({},{},{}){shared}, stream {}, device {}{thread}, launched {} before the error",
+                o.grid[0], o.grid[1], o.grid[2], o.block[0], o.block[1], o.block[2],
+                o.stream, o.device, ms(o.age_ns)
             );
+            let why = if verbose {
+                r.culprit.reason.clone()
+            } else {
+                sentence(&r.culprit.reason, 110)
+            };
+            let _ = writeln!(out, "    why: {why}");
             let _ = writeln!(out, "    launched by {} from:", o.entry_point);
-            stacks(&mut out, &o.python, &o.stack);
+            stacks(&mut out, &o.python, &o.stack, verbose);
         }
         None => {
             let _ = writeln!(out, "culprit [{:?}]: not identified", r.culprit.confidence);
+            let _ = writeln!(out, "    why: {}", r.culprit.reason);
         }
-    }
-    let _ = writeln!(out, "    why: {}", r.culprit.reason);
-    if let Some(hint) = &r.culprit.hint {
-        let _ = writeln!(out, "    hint: {hint}");
     }
     let c = &r.reporting_call;
     let _ = writeln!(
@@ -465,18 +619,25 @@ pub fn render(r: &Report) -> String {
             .map(|s| format!(", stream {s}"))
             .unwrap_or_default()
     );
-    stacks(&mut out, &c.python, &c.stack);
+    stacks(&mut out, &c.python, &c.stack, verbose);
     if let Some(note) = &c.python_note {
         let _ = writeln!(out, "    {note}");
     }
     if !r.suspects.is_empty() {
+        let shown = if verbose { r.suspects.len() } else { 3 };
         let list: Vec<String> = r
             .suspects
             .iter()
-            .take(6)
-            .map(|o| format!("{} (stream {})", op_line(o), o.stream))
+            .take(shown)
+            .map(|o| {
+                if verbose {
+                    format!("{} (stream {})", op_line(o), o.stream)
+                } else {
+                    op_brief(o)
+                }
+            })
             .collect();
-        let more = r.suspects.len().saturating_sub(6);
+        let more = r.suspects.len().saturating_sub(shown);
         let _ = writeln!(
             out,
             "other unfinished ops: {}{}",
@@ -498,6 +659,9 @@ pub fn render(r: &Report) -> String {
     }
     if let Some(p) = &r.path {
         let _ = writeln!(out, "json report: {p}");
+        if !verbose {
+            let _ = writeln!(out, "all frames and details: cudablame show --verbose {p}");
+        }
     }
     if let Some(p) = &r.trace_path {
         let _ = writeln!(out, "trace: {p} (open in https://ui.perfetto.dev)");
