@@ -20,8 +20,11 @@ cudablame.report/1; other JSON files, such as traces, are skipped) and prints on
 host, pid, error, the call that reported it, the culprit kernel and its confidence, and when the
 error surfaced relative to the first failure. Then a verdict: the rank whose error came first is
 the first failure; ranks whose errors came later are secondary (probably caused by the first
-rank's fault); ranks of the job (world size) with no report are listed too. Exits 0 when at least
-one report was read, 1 when none was found.";
+rank's fault); ranks of the job (world size) with no report are listed too. Several runs in one
+folder (a job re-run with the same report pattern) are told apart by job id and process start
+time, each with its own table and verdict. Reports of a newer schema, truncated reports and
+empty files are named on stderr. Exits 0 when at least one report was read, 1 when none was found
+(\"no reports found in DIR\").";
 
 pub const EXAMPLES: &str = "\
 Examples:
