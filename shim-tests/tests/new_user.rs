@@ -303,3 +303,49 @@ fn demo_finds_the_library_and_simulated_driver_where_they_are_installed() {
     assert_eq!(err(&o).lines().count(), 1, "{}", err(&o));
     assert!(err(&o).contains(s(&bare.join("bin"))), "{}", err(&o));
 }
+
+#[test]
+fn summary_tells_two_runs_of_one_job_apart() {
+    let dir = fresh("summary-two-runs");
+    let pattern = dir.join("cb-%h-r%r.json");
+    let program = compile("scenarios", false);
+    let mut pids = Vec::new();
+    for _run in 0..2 {
+        for rank in ["1", "0"] {
+            let r = run(
+                &program,
+                &["oob"],
+                true,
+                &[
+                    ("RANK", rank),
+                    ("WORLD_SIZE", "2"),
+                    ("SLURM_JOB_ID", "4242"),
+                    ("CUDABLAME_REPORT", s(&pattern)),
+                    ("CUDABLAME_TEXT", "off"),
+                ],
+            );
+            pids.push(r.printed("pid"));
+        }
+    }
+    let o = cli(&["summary", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let text = out(&o);
+    assert!(text.starts_with("cudablame summary: 2 runs"), "{text}");
+    // Each run: its own header (job, start time, rank:pid) and its own first failure, rank 1.
+    let run2 = text
+        .find("==== run 2 of 2: job 4242, started ")
+        .expect("run 2 header");
+    let (first, second) = text.split_at(run2);
+    assert!(
+        first.contains(&format!("r0:{} r1:{}", pids[1], pids[0])),
+        "{text}"
+    );
+    assert!(
+        second.contains(&format!("r0:{} r1:{}", pids[3], pids[2])),
+        "{text}"
+    );
+    for part in [first, second] {
+        assert_eq!(part.matches("FIRST FAILURE").count(), 1, "{text}");
+        assert!(part.contains("rank 1: first failure"), "{text}");
+    }
+}

@@ -185,9 +185,10 @@ fn classify(bytes: &[u8]) -> Kind {
 }
 
 /// The reports grouped into runs, oldest first. Reports of different job ids are different
-/// runs; within one job id, a process that started after an error of the run so far (its start
-/// time after that report's error) begins a new run: the processes of one run all start before
-/// any of them fails. Reports without a start time (older ones) stay in one run.
+/// runs; within one job id, a process of a rank that the run already has, started after the
+/// run's first error, begins a new run (the processes of one run start before it fails; a rank
+/// seen twice before that is a forked child). Reports without a start time (older ones) stay in
+/// one run.
 fn runs(found: Vec<Found>) -> Vec<Vec<Found>> {
     let mut by_job: std::collections::BTreeMap<Option<String>, Vec<Found>> = Default::default();
     for f in found {
@@ -212,7 +213,10 @@ fn runs(found: Vec<Found>) -> Vec<Vec<Found>> {
                 .process
                 .start_time_ns
                 .is_some_and(|s| s > first_error);
-            if starts_later && !run.is_empty() {
+            let rank_seen = run
+                .iter()
+                .any(|g| g.report.process.rank == f.report.process.rank);
+            if starts_later && rank_seen {
                 runs.push(std::mem::take(&mut run));
                 first_error = u64::MAX;
             }
@@ -565,13 +569,19 @@ mod tests {
         let at = |rank, pid, start: u64, dt_ms| {
             let mut f = found(rank, pid, dt_ms, Some(2));
             f.report.process.job_id = Some("555".into());
-            f.report.process.start_time_ns =
-                Some(f.report.reporting_call.time_ns - 3_600 * s + start);
+            // Start times count from one hour before the sample's error time.
+            let t = sample().reporting_call.time_ns;
+            f.report.process.start_time_ns = Some(t - 3_600 * s + start);
             f
         };
         // Run 1: both ranks start at t-1h, fail at t (rank 1 first). Run 2 starts 10 s after
-        // that error, rank 0 fails first.
-        let run1 = [at(0, 10, 0, 200), at(1, 11, 0, 0)];
+        // that error, rank 0 fails first. A rank new to the run that starts late (rank 2 here,
+        // started after run 1's error) stays in it.
+        let run1 = [
+            at(0, 10, 0, 200),
+            at(1, 11, 0, 0),
+            at(2, 12, 3_600 * s + 1, 300),
+        ];
         let run2 = [
             at(0, 20, 3_610 * s, 3_700_000),
             at(1, 21, 3_610 * s, 3_700_500),
@@ -579,8 +589,9 @@ mod tests {
         let all: Vec<Found> = run2.into_iter().chain(run1).collect();
         let runs = runs(all);
         assert_eq!(runs.len(), 2);
-        let first: Vec<u32> = runs[0].iter().map(|f| f.report.process.pid).collect();
-        assert_eq!(first, [10, 11]);
+        let mut first: Vec<u32> = runs[0].iter().map(|f| f.report.process.pid).collect();
+        first.sort();
+        assert_eq!(first, [10, 11, 12]);
         let out = render(&runs[1]);
         assert!(out.contains("rank 0: first failure"), "{out}");
         assert!(

@@ -728,6 +728,102 @@ pub mod tests {
     }
 
     #[test]
+    fn lead_block_names_kernel_line_assert_hint_and_reporting_line_in_order() {
+        let mut r = sample();
+        let frame = |function: &str, file: &str, line| Frame {
+            function: Some(function.into()),
+            file: Some(file.into()),
+            line: Some(line),
+            module: None,
+            address: "0x0".into(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("train.py");
+        std::fs::write(
+            &script,
+            "import torch\n\n    loss = F.cross_entropy(logits, target)  \n",
+        )
+        .unwrap();
+        let script = script.display().to_string();
+        let op = r.culprit.op.as_mut().unwrap();
+        op.kernel = Some(
+            "void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*)"
+                .into(),
+        );
+        op.python.python_stack = vec![
+            frame(
+                "cross_entropy",
+                "/venv/lib/python3.12/site-packages/torch/nn/functional.py",
+                3494,
+            ),
+            frame("compute_loss", &script, 3),
+            frame("main", &script, 1),
+        ];
+        r.culprit.hint = Some("check the target's range against the number of classes".into());
+        r.reporting_call.python.python_stack = vec![frame("main", &script, 1)];
+        let text = render_with(&r, Some("Loss.cu:250: block: [0,0,0], thread: [1,0,0] Assertion `t >= 0 && t < n_classes` failed."), false);
+        let lines: Vec<&str> = text.lines().skip(1).take(8).collect();
+        assert_eq!(
+            lines[0],
+            "==== cudablame: CUDA_ERROR_ILLEGAL_ADDRESS (700): illegal ===="
+        );
+        assert_eq!(
+            lines[1],
+            "culprit:  nll_loss_forward_reduce_cuda_kernel_2d  (op #2, exact)"
+        );
+        assert_eq!(lines[2], format!("launched: compute_loss at {script}:3"));
+        assert_eq!(lines[3].trim(), "loss = F.cross_entropy(logits, target)");
+        assert!(
+            lines[4].starts_with("assert:   Loss.cu:250: block"),
+            "{text}"
+        );
+        assert_eq!(
+            lines[5],
+            "hint:     check the target's range against the number of classes"
+        );
+        assert_eq!(
+            lines[6],
+            format!("reported: main at {script}:1 (cuMemcpyDtoH_v2, which only noticed the error)")
+        );
+        assert_eq!(lines[7].trim(), "import torch");
+        // The default text has no device assert until the report model carries one.
+        assert!(!render(&r).contains("assert:"));
+        // Verbose keeps the whole name; the default cuts the reasoning and hides thread ids.
+        assert!(render_verbose(&r).contains("kernel void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*)"));
+    }
+
+    #[test]
+    fn nvcc_host_stub_and_headers_are_not_the_launching_line() {
+        let f = |function: &str, file: &str, line| Frame {
+            function: Some(function.into()),
+            file: Some(file.into()),
+            line: Some(line),
+            module: None,
+            address: "0x0".into(),
+        };
+        let native = vec![
+            f(
+                "__cudaLaunchKernel_helper",
+                "/usr/local/cuda/include/crt/device_functions.h",
+                2963,
+            ),
+            f(
+                "__device_stub__Z9oob_writePii(int*, int)",
+                "/tmp/tmpxft_0000_stub.c",
+                1,
+            ),
+            f("oob_write(int*, int)", "/src/oob_write.cu", 58),
+            f("launch_oob_write(int)", "/src/oob_write.cu", 78),
+        ];
+        let none = PythonFrames::default();
+        let got = program_frame(&none, &native, Some("oob_write(int*, int)")).unwrap();
+        assert_eq!(
+            (got.function.as_deref(), got.line),
+            (Some("launch_oob_write(int)"), Some(78))
+        );
+    }
+
+    #[test]
     fn kernel_names_are_cut_to_their_base_name() {
         assert_eq!(
             brief("void at::native::vectorized_elementwise_kernel<4, F>(int, F)"),
