@@ -21,7 +21,10 @@ Examples:
 
 Variables (set by `run` options, or directly): CUDABLAME_REPORT, CUDABLAME_TRACE, CUDABLAME_TEXT,
 CUDABLAME_MARKERS, CUDABLAME_STACK, CUDABLAME_STACK_DEPTH, CUDABLAME_UNWINDER, CUDABLAME_PYTHON,
-CUDABLAME_PYTHON_DEPTH, CUDABLAME_RING, CUDABLAME_DEBUG, CUDABLAME_STATS (README, docs/cli.md). Use `cudablame help <command>` for a command's options and examples.";
+CUDABLAME_PYTHON_DEPTH, CUDABLAME_RING, CUDABLAME_DEBUG, CUDABLAME_STATS (README, docs/cli.md).
+CUDABLAME_LIB: the libcudablame.so that `run` and `demo` preload (default: beside this command,
+../lib/cudablame/, the Python package, else the copy this command carries, written once to
+~/.cache/cudablame/). Use `cudablame help <command>` for a command's options and examples.";
 
 #[derive(Parser)]
 #[command(
