@@ -72,7 +72,11 @@ py_run() {
 
 wheel_checks() {
     local venv="$work/venv" wheels="$work/wheels"
-    check "wheel builds (pip wheel .)" python3 -m pip wheel --quiet . --no-deps -w "$wheels"
+    # maturin from PyPI into pip's isolated build environment; an installed maturin is used
+    # as it is (no network needed then).
+    local isolation=()
+    python3 -c 'import maturin' 2>/dev/null && isolation=(--no-build-isolation)
+    check "wheel builds (pip wheel .)" python3 -m pip wheel --quiet "${isolation[@]}" . --no-deps -w "$wheels"
     check "wheel installs into a fresh venv" \
         sh -c "python3 -m venv '$venv' && '$venv/bin/pip' install --quiet --no-index '$wheels'/cudablame-*.whl"
     check "cudablame is on the venv's PATH" as_user "$venv/bin" sh -c 'command -v cudablame | grep -q "^'"$venv"'/bin/cudablame$"'
