@@ -459,6 +459,20 @@ fn foreign_file(file: &str) -> bool {
         || python_library(file).is_some()
 }
 
+/// Shared objects of the system (libc's start-up frames, libstdc++, the CUDA runtime installed
+/// system-wide): never the program's launching line, even with line tables.
+fn system_module(module: &str) -> bool {
+    [
+        "/lib/",
+        "/lib64/",
+        "/usr/lib/",
+        "/usr/lib64/",
+        "/usr/local/cuda",
+    ]
+    .iter()
+    .any(|p| module.starts_with(p))
+}
+
 /// The program's own frame that launched `o` (or made the reporting call): its innermost Python
 /// frame outside libraries, else its innermost native frame with a source line of its own
 /// (skipping nvcc's host stub, which is named like the kernel and sits at the kernel's line).
@@ -472,7 +486,8 @@ fn program_frame<'a>(
     python.python_stack.iter().find(own).or_else(|| {
         native.iter().filter(own).find(|f| {
             let func = f.function.as_deref().unwrap_or("");
-            !func.starts_with("__device_stub__")
+            !f.module.as_deref().is_some_and(system_module)
+                && !func.starts_with("__device_stub__")
                 && !func.starts_with("__cudaLaunch")
                 && kernel.is_none_or(|k| func != k)
         })
@@ -815,6 +830,18 @@ pub mod tests {
             f("oob_write(int*, int)", "/src/oob_write.cu", 58),
             f("launch_oob_write(int)", "/src/oob_write.cu", 78),
         ];
+        let mut native = native;
+        native.insert(
+            0,
+            Frame {
+                module: Some("/lib/x86_64-linux-gnu/libc.so.6".into()),
+                ..f(
+                    "__libc_start_call_main",
+                    "./csu/../sysdeps/nptl/libc_start_call_main.h",
+                    58,
+                )
+            },
+        );
         let none = PythonFrames::default();
         let got = program_frame(&none, &native, Some("oob_write(int*, int)")).unwrap();
         assert_eq!(
