@@ -136,15 +136,34 @@ fn extract(name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
     let mut last = std::io::Error::other("no cache directory");
     for dir in cache_dirs() {
         let path = dir.join(name);
-        if std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == bytes.len() as u64) {
+        if std::fs::read(&path).is_ok_and(|b| b == bytes) && private(&dir) && private(&path) {
             return Ok(path);
         }
         match write_atomically(&dir, &path, bytes) {
-            Ok(()) => return Ok(path),
+            Ok(()) if private(&dir) => return Ok(path),
+            Ok(()) => {
+                last = std::io::Error::other(format!(
+                    "{}: not owned by this user, or writable by others",
+                    dir.display()
+                ))
+            }
             Err(e) => last = std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())),
         }
     }
     Err(last)
+}
+
+/// Whether `path` and its parent directory belong to this user and nobody else can write
+/// them: a library preloaded into every program run must not be replaceable by someone else
+/// (the `$TMPDIR` fallback is shared).
+fn private(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let ok = |p: &Path| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == uid && m.mode() & 0o022 == 0)
+    };
+    ok(path) && path.parent().is_none_or(ok)
 }
 
 fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -183,6 +202,23 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn only_private_cache_directories_are_trusted() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("cudablame-0/v");
+        let path = dir.join("libx.so");
+        write_atomically(&dir, &path, b"abc").unwrap();
+        assert!(private(&dir) && private(&path));
+        // Writable by others (a directory planted in a shared /tmp): not trusted.
+        std::fs::set_permissions(
+            d.path().join("cudablame-0"),
+            std::fs::Permissions::from_mode(0o777),
+        )
+        .unwrap();
+        assert!(!private(&dir));
     }
 
     #[test]
