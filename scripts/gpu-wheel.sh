@@ -31,8 +31,41 @@ ok() { echo "ok $1"; passed=$((passed + 1)); }
 bad() { echo "FAILED $1"; failed=$((failed + 1)); }
 
 venv="$work/venv"
-if python3 -m venv --system-site-packages "$venv" && "$venv/bin/pip" install --no-index --quiet "$wheel"; then
-    ok "wheel $(basename "$wheel") installed into a venv ($("$venv/bin/python" --version))"
+# pip inside the venv needs ensurepip (python3.12-venv on Ubuntu); without it, the system's pip
+# installs into the venv (--python); without any pip, the wheel (a zip) is unpacked the way pip
+# would: the command into bin/, the package into site-packages.
+unpack_wheel() {
+    "$venv/bin/python" - "$wheel" "$venv" <<'PY'
+import os, stat, sys, sysconfig, zipfile
+wheel, venv = sys.argv[1], sys.argv[2]
+site = sysconfig.get_path("purelib")
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if ".data/scripts/" in name:
+            dest = os.path.join(venv, "bin", os.path.basename(name))
+        elif name.startswith("cudablame/"):
+            dest = os.path.join(site, name)
+        else:
+            continue
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, "wb") as f:
+            f.write(z.read(name))
+        if ".data/scripts/" in name:
+            os.chmod(dest, os.stat(dest).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+PY
+}
+how=
+if python3 -m venv --system-site-packages "$venv" 2>/dev/null &&
+    "$venv/bin/pip" install --no-index --quiet "$wheel"; then
+    how="pip in the venv"
+elif rm -rf "$venv" && python3 -m venv --without-pip --system-site-packages "$venv" &&
+    python3 -m pip --python "$venv/bin/python" install --no-index --quiet "$wheel" 2>/dev/null; then
+    how="the system's pip --python"
+elif [ -x "$venv/bin/python" ] && unpack_wheel; then
+    how="unpacking the wheel (no pip)"
+fi
+if [ -n "$how" ] && [ -x "$venv/bin/cudablame" ]; then
+    ok "wheel $(basename "$wheel") installed into a venv by $how ($("$venv/bin/python" --version))"
 else
     bad "wheel install"
     echo "0 passed, 1 failed"

@@ -81,7 +81,7 @@ wheel_checks() {
         sh -c "python3 -m venv '$venv' && '$venv/bin/pip' install --quiet --no-index '$wheels'/cudablame-*.whl"
     check "cudablame is on the venv's PATH" as_user "$venv/bin" sh -c 'command -v cudablame | grep -q "^'"$venv"'/bin/cudablame$"'
     check "cudablame demo (simulated) from the venv" \
-        as_user "$venv/bin" sh -c 'cudablame demo --simulated --report-dir "$TMPDIR" 2>&1 | tee /dev/stderr | grep -q "names histogram_oob (exact)"'
+        as_user "$venv/bin" sh -c 'cudablame demo --simulated --report-dir "$TMPDIR" 2>&1 | tee /dev/stderr | grep -q "names histogram_oob (exact), launched from .*enqueue_histogram"'
     # The simulated driver as libcuda.so.1 for the Python program: the one the demo extracted.
     local fake
     fake=$(find "$work/home/.cache/cudablame" -name libfakecuda.so | head -1)
@@ -98,7 +98,7 @@ cargo_checks() {
     check "cargo install --path ." cargo install --quiet --path . --root "$croot" --target-dir "$root/target/install"
     check "cargo-installed: cudablame run -- /bin/true" as_user "$croot/bin" cudablame run -- /bin/true
     check "cargo-installed: cudablame demo (simulated)" \
-        as_user "$croot/bin" sh -c 'cudablame demo --simulated --report-dir "$TMPDIR" 2>&1 | tee /dev/stderr | grep -q "names histogram_oob (exact)"'
+        as_user "$croot/bin" sh -c 'cudablame demo --simulated --report-dir "$TMPDIR" 2>&1 | tee /dev/stderr | grep -q "names histogram_oob (exact), launched from .*enqueue_histogram"'
     check "cargo-installed: library extracted to the user cache" \
         sh -c "ls '$work'/home/.cache/cudablame/*/libcudablame.so"
 }
