@@ -141,6 +141,8 @@ pub const VARIABLES: &[&str] = &[
     "CUDABLAME_STATS",
     "CUDABLAME_REPORT_NONSTICKY",
     "CUDABLAME_TEST_PANIC",
+    // Read by the `cudablame` command (where libcudablame.so is), not by the library.
+    "CUDABLAME_LIB",
 ];
 
 /// One warning per set `CUDABLAME_*` variable that cudablame does not know (a typo would
@@ -160,6 +162,35 @@ pub fn unknown_variables(names: impl Iterator<Item = std::ffi::OsString>) -> Vec
             )
         })
         .collect()
+}
+
+/// What is wrong with a report or trace path pattern, if anything: an on/off word where a path
+/// belongs (`on`, `1`, `true`, ... would name a file), or a `%` escape other than `%p`, `%h`, `%r`
+/// and `%%` (kept literally otherwise, e.g. a file named `%q%`).
+pub fn pattern_problem(pattern: &str) -> Option<String> {
+    if ["on", "1", "true", "yes"]
+        .iter()
+        .any(|w| pattern.eq_ignore_ascii_case(w))
+    {
+        return Some(
+            "is not a path (give a path pattern such as cudablame-trace-%h-%p.json, or off)".into(),
+        );
+    }
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.next() {
+                Some('p' | 'h' | 'r' | '%') => {}
+                Some(o) => {
+                    return Some(format!(
+                        "unknown escape %{o} (known: %p pid, %h host, %r rank, %% a %)"
+                    ))
+                }
+                None => return Some("ends in a lone % (write %% for a %)".into()),
+            }
+        }
+    }
+    None
 }
 
 /// A value as echoed in a warning: quoted, escaped, cut to 64 characters.
@@ -225,6 +256,11 @@ impl Config {
                 c.report = None;
             } else if t.is_empty() {
                 w.push("CUDABLAME_REPORT is empty; using cudablame-%h-%p.json".into());
+            } else if let Some(problem) = pattern_problem(t) {
+                w.push(format!(
+                    "CUDABLAME_REPORT={}: {problem}; using cudablame-%h-%p.json",
+                    shown(t)
+                ));
             } else {
                 c.report = Some(t.to_string());
             }
@@ -233,6 +269,11 @@ impl Config {
             let t = v.trim();
             if t.is_empty() {
                 w.push("CUDABLAME_TRACE is empty; writing no trace".into());
+            } else if let Some(problem) = pattern_problem(t) {
+                w.push(format!(
+                    "CUDABLAME_TRACE={}: {problem}; writing no trace",
+                    shown(t)
+                ));
             } else if !t.eq_ignore_ascii_case("off") {
                 c.trace = Some(t.to_string());
             }
@@ -358,6 +399,36 @@ mod tests {
         assert!(c.markers);
         assert_eq!((c.stack_depth, c.ring), (16, 256));
         assert_eq!(c.report.as_deref(), Some("cudablame-%h-%p.json"));
+    }
+
+    #[test]
+    fn on_words_and_unknown_escapes_in_paths_warn_and_keep_defaults() {
+        for v in ["on", "1", "true", "TRUE"] {
+            let (c, w) = parse(&[("CUDABLAME_TRACE", v)]);
+            assert_eq!(c.trace, None, "{v}");
+            assert_eq!(w.len(), 1, "{w:?}");
+            assert!(
+                w[0].contains("is not a path") && w[0].contains("writing no trace"),
+                "{w:?}"
+            );
+        }
+        let (c, w) = parse(&[("CUDABLAME_REPORT", "%q%")]);
+        assert_eq!(c.report.as_deref(), Some("cudablame-%h-%p.json"));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("unknown escape %q"), "{w:?}");
+        let (c, w) = parse(&[("CUDABLAME_TRACE", "t-%x.json")]);
+        assert_eq!((c.trace, w.len()), (None, 1));
+        let (c, w) = parse(&[("CUDABLAME_REPORT", "r-50%")]);
+        assert!(w[0].contains("lone %"), "{w:?}");
+        assert_eq!(c.report.as_deref(), Some("cudablame-%h-%p.json"));
+        // Good patterns pass.
+        let (c, w) = parse(&[
+            ("CUDABLAME_REPORT", "d/r-%h-%p-%r-100%%.json"),
+            ("CUDABLAME_TRACE", "t.json"),
+        ]);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.report.as_deref(), Some("d/r-%h-%p-%r-100%%.json"));
+        assert_eq!(c.trace.as_deref(), Some("t.json"));
     }
 
     #[test]

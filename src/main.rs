@@ -2,7 +2,8 @@
 //! `summary` across the ranks of a job), or runs a built-in demo.
 //!
 //! This binary does not link the library (it would export `dlsym` into itself); it finds
-//! `libcudablame.so` beside its own executable.
+//! `libcudablame.so` by the lookup order of `cli::locate` (beside its own executable, ..., else
+//! the copy embedded by `build.rs`).
 
 mod cli;
 
@@ -20,7 +21,11 @@ Examples:
 
 Variables (set by `run` options, or directly): CUDABLAME_REPORT, CUDABLAME_TRACE, CUDABLAME_TEXT,
 CUDABLAME_MARKERS, CUDABLAME_STACK, CUDABLAME_STACK_DEPTH, CUDABLAME_STACK_BYTES, CUDABLAME_PYTHON,
-CUDABLAME_PYTHON_DEPTH, CUDABLAME_RING, CUDABLAME_DEBUG, CUDABLAME_STATS (README, docs/cli.md). Use `cudablame help <command>` for a command's options and examples.";
+CUDABLAME_PYTHON_DEPTH, CUDABLAME_RING, CUDABLAME_DEBUG, CUDABLAME_STATS, CUDABLAME_REPORT_NONSTICKY
+(README, docs/cli.md).
+CUDABLAME_LIB: the libcudablame.so that `run` and `demo` preload (default: beside this command,
+../lib/cudablame/, the Python package, else the copy this command carries, written once to
+~/.cache/cudablame/). Use `cudablame help <command>` for a command's options and examples.";
 
 #[derive(Parser)]
 #[command(

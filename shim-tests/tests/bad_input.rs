@@ -128,7 +128,11 @@ fn cases() -> Vec<(&'static str, OsString, bool)> {
             // Too long a name: the write fails, said in one line.
             (os(&format!("{huge_word}.json")), true),
             (os("-1"), false),
-            (os("%p-%h-%r-%%-%x-%.json"), false),
+            (os("%p-%h-%r-%%.json"), false),
+            // An unknown escape, a lone % and an on/off word are not what was meant: one line.
+            (os("%p-%h-%r-%%-%x-%.json"), true),
+            (os("r-%"), true),
+            (os("on"), true),
         ] {
             v.push((var, value, bad));
         }

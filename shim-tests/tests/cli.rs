@@ -246,6 +246,37 @@ fn show_prints_a_report_as_text() {
         "{text}"
     );
     assert!(text.contains("launch_bad_kernel"), "{text}");
+    // The lead block, right under the error line: kernel, the program's launching line and its
+    // code, the reporting call's line.
+    let lines: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("==== cudablame:"))
+        .collect();
+    assert_eq!(lines[1], "culprit:  oob_write  (op #4, exact)", "{text}");
+    let source = common::programs_dir().join("scenarios.c");
+    let code = std::fs::read_to_string(&source).unwrap();
+    let line_of = |needle: &str| code.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    let launch = line_of("return p_cuLaunchKernel(f, grid");
+    assert_eq!(
+        lines[2],
+        format!("launched: launch at {}:{launch}", source.display()),
+        "{text}"
+    );
+    assert!(
+        lines[3].trim()
+            == "return p_cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, params, NULL);",
+        "{text}"
+    );
+    let memcpy = line_of("report_rc(\"memcpy_rc\", p_cuMemcpyDtoH");
+    assert_eq!(
+        lines[4],
+        format!(
+            "reported: main at {}:{memcpy} (cuMemcpyDtoH_v2, which only noticed the error)",
+            source.display()
+        ),
+        "{text}"
+    );
+    assert_eq!(lines[6], "---- details ----", "{text}");
     // The timeline: CPU side and GPU side on one line, culprit and reporting call marked.
     let culprit_row = text
         .lines()

@@ -220,6 +220,29 @@ fn culprit_python_line_on_the_main_thread() {
     );
     assert!(op.get("python_stack_from_thread").is_none());
     assert_eq!(r.report()["culprit"]["confidence"], "exact");
+    // The text report leads with the program's Python line that launched the culprit, and its code.
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("launched:"))
+        .unwrap_or_else(|| panic!("no launched: line in {}", r.stderr));
+    assert_eq!(
+        lines[at],
+        format!(
+            "launched: launch_bad at {}:{}",
+            script().display(),
+            marker("launch_bad")
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        lines[at + 1]
+            .trim()
+            .starts_with("return cuda.cuLaunchKernel(bad, 8"),
+        "{}",
+        r.stderr
+    );
     // Earlier ops in the stream listing carry no stacks; the culprit's native stack is still there.
     assert!(!op["stack"].as_array().unwrap().is_empty());
 }

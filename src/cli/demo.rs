@@ -18,8 +18,11 @@ pub struct DemoArgs {
     simulated: bool,
     /// Directory for the JSON report, cudablame-demo-PID.json (default: the system's temporary
     /// directory; created if missing)
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "report")]
     report_dir: Option<PathBuf>,
+    /// Path pattern of the JSON report, as `run --report` (%p pid, %h host, %r rank, %% a %)
+    #[arg(long, value_name = "PATH")]
+    report: Option<String>,
 }
 
 /// The demo's kernels. `histogram_oob` stores 1 TiB past its buffer: CUDA_ERROR_ILLEGAL_ADDRESS.
@@ -98,17 +101,30 @@ fn is_fake(handle: *mut c_void) -> bool {
 }
 
 pub fn demo(args: DemoArgs) -> ExitCode {
-    let Some(lib) = super::beside_exe("libcudablame.so") else {
-        eprintln!("cudablame demo: libcudablame.so not found beside this executable (run `cargo build --release --workspace`)");
-        return ExitCode::from(2);
+    let lib = match super::locate::library(None) {
+        Ok(lib) => lib,
+        Err(e) => {
+            eprintln!("cudablame demo: {e}");
+            return ExitCode::from(2);
+        }
     };
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("cudablame"));
-    let dir = args.report_dir.unwrap_or_else(std::env::temp_dir);
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        eprintln!("cudablame demo: cannot make {}: {e}", dir.display());
-        return ExitCode::from(2);
+    let report = match args.report {
+        Some(pattern) => pattern,
+        None => {
+            let dir = args.report_dir.unwrap_or_else(std::env::temp_dir);
+            dir.join("cudablame-demo-%p.json").display().to_string()
+        }
+    };
+    if let Some(dir) = std::path::Path::new(&report)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.to_string_lossy().contains('%'))
+    {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("cudablame demo: cannot make {}: {e}", dir.display());
+            return ExitCode::from(2);
+        }
     }
-    let report = dir.join("cudablame-demo-%p.json").display().to_string();
     let started_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
@@ -124,9 +140,12 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             lib.display()
         );
     } else {
-        let Some(fake) = super::beside_exe("libfakecuda.so") else {
-            eprintln!("cudablame demo: no GPU here, and the simulated driver (libfakecuda.so) is not built: run `cargo build --release --workspace`");
-            return ExitCode::from(2);
+        let fake = match super::locate::simulated_driver(Some(&lib)) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("cudablame demo: no GPU here, and the simulated driver: {e}");
+                return ExitCode::from(2);
+            }
         };
         let dir = match tempfile::tempdir() {
             Ok(d) => d,
@@ -154,10 +173,7 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         }
     };
     eprintln!("cudablame demo: the demo program exited with {status}: it got the CUDA error, as it would without cudablame");
-    let path = dir
-        .join(format!("cudablame-demo-{pid}.json"))
-        .display()
-        .to_string();
+    let path = super::expand_pattern(&report, pid);
     // A report of this run: an older file of a reused pid would have an earlier error time.
     match std::fs::read(&path)
         .ok()

@@ -1,17 +1,63 @@
 //! Subcommands of the `cudablame` binary.
 
 pub mod demo;
+pub mod locate;
 pub mod run;
 pub mod show;
 pub mod summary;
 
-use std::path::PathBuf;
+/// Expands a report or trace path pattern as the library does (`report::sink::expand`: `%p`,
+/// `%h`, `%r`, `%%`) for a process of pid `pid` started by this command with its environment.
+pub fn expand_pattern(pattern: &str, pid: u32) -> String {
+    let host = {
+        let mut buf = [0u8; 256];
+        // SAFETY: valid buffer and length.
+        let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
+        if ok {
+            String::from_utf8_lossy(&buf[..end]).into_owned()
+        } else {
+            "unknown".to_string()
+        }
+    };
+    let rank = ["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse::<u32>().ok())
+        .unwrap_or(0);
+    let mut out = String::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('p') => out.push_str(&pid.to_string()),
+            Some('h') => out.push_str(&host),
+            Some('r') => out.push_str(&rank.to_string()),
+            Some('%') => out.push('%'),
+            Some(o) => {
+                out.push('%');
+                out.push(o);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
 
-/// A file that sits beside this executable (`libcudablame.so`, the simulated driver).
-pub fn beside_exe(name: &str) -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.join(name);
-    p.exists().then_some(p)
+/// The directory a report or trace pattern writes into (for this process's pid: `run` execs the
+/// program, which keeps it): the pattern itself when it ends in `/`, else its parent. `None` for
+/// the working directory.
+pub fn pattern_dir(pattern: &str) -> Option<std::path::PathBuf> {
+    let expanded = expand_pattern(pattern.trim(), std::process::id());
+    if expanded.ends_with('/') {
+        return Some(expanded.into());
+    }
+    std::path::Path::new(&expanded)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(std::path::Path::to_path_buf)
 }
 
 /// `LD_PRELOAD` with `lib` first, keeping what was there.
@@ -27,6 +73,18 @@ pub fn preload_value(lib: &std::path::Path, existing: Option<&str>) -> String {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn pattern_directories() {
+        let pid = std::process::id();
+        assert_eq!(pattern_dir("r.json"), None);
+        assert_eq!(pattern_dir("reports/"), Some("reports/".into()));
+        assert_eq!(
+            pattern_dir("reports-%p/cb-%r.json"),
+            Some(format!("reports-{pid}").into())
+        );
+        assert_eq!(expand_pattern("a-%p-%%-%q", 7), "a-7-%-%q");
+    }
 
     #[test]
     fn preload_keeps_existing_libraries() {

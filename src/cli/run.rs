@@ -49,7 +49,8 @@ pub struct RunArgs {
     /// Launch stacks [CUDABLAME_STACK]
     #[arg(long, value_name = "native|off", value_parser = ["native", "off"])]
     stack: Option<String>,
-    /// Path of libcudablame.so (default: beside this executable)
+    /// Path of libcudablame.so (default: $CUDABLAME_LIB, beside this executable, ../lib/cudablame/,
+    /// the Python package, else the copy embedded in this command)
     #[arg(long, value_name = "PATH")]
     lib: Option<PathBuf>,
     /// The program and its arguments (after `--`)
@@ -60,18 +61,53 @@ pub struct RunArgs {
 /// Replaces this process with the program (so the exit status and signals are the program's own).
 /// Exits 127 when the program (or the library) is not found, 126 when it cannot be executed.
 pub fn run(args: RunArgs) -> ExitCode {
-    let Some(lib) = args.lib.or_else(|| super::beside_exe("libcudablame.so")) else {
-        eprintln!(
-            "cudablame run: libcudablame.so not found beside this executable; build it with \
-             `cargo build --release` or pass --lib"
-        );
-        return ExitCode::from(127);
+    let lib = match super::locate::library(args.lib.as_deref()) {
+        Ok(lib) => lib,
+        Err(e) => {
+            eprintln!("cudablame run: {e}");
+            return ExitCode::from(127);
+        }
     };
-    if !lib.is_file() {
-        eprintln!("cudablame run: {} does not exist", lib.display());
-        return ExitCode::from(127);
-    }
     let lib = lib.canonicalize().unwrap_or(lib);
+    // The report and trace folders are made now: at fault time a missing folder loses the report.
+    let patterns = [
+        (
+            "--report",
+            args.report
+                .clone()
+                .or_else(|| std::env::var("CUDABLAME_REPORT").ok()),
+        ),
+        (
+            "--trace",
+            args.trace
+                .clone()
+                .or_else(|| std::env::var("CUDABLAME_TRACE").ok()),
+        ),
+    ];
+    for (option, pattern) in patterns {
+        let Some(pattern) = pattern.filter(|p| !p.trim().eq_ignore_ascii_case("off")) else {
+            continue;
+        };
+        if let Some(dir) = super::pattern_dir(&pattern) {
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                eprintln!(
+                    "cudablame run: cannot make the folder {} of {option} {pattern}: {e}",
+                    dir.display()
+                );
+                return ExitCode::from(2);
+            }
+            let probe = tempfile::Builder::new()
+                .prefix(".cudablame-probe-")
+                .tempfile_in(&dir);
+            if let Err(e) = probe {
+                eprintln!(
+                    "cudablame run: cannot write in {} (the folder of {option} {pattern}): {e}",
+                    dir.display()
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
     let program = &args.command[0];
     let mut cmd = std::process::Command::new(program);
     cmd.args(&args.command[1..]);

@@ -1,41 +1,114 @@
-//! `cudablame show REPORT.json`: a JSON report rendered as the text cudablame prints on stderr.
+//! `cudablame show REPORT.json...`: JSON reports rendered as the text cudablame prints on stderr.
 
 use crate::report::{model::Report, text};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-pub const ABOUT: &str = "Print a JSON report as the human-readable text report";
+pub const ABOUT: &str = "Print JSON reports as the human-readable text report";
 
 pub const EXAMPLES: &str = "\
 Examples:
   cudablame show cudablame-node7-r3.json
-  cudablame show reports/cudablame-node7-r3.json | less";
+  cudablame show --verbose reports/cudablame-node7-r3.json | less   # every frame and detail
+  cudablame show reports/*.json
+  ssh node7 cat /tmp/cudablame-node7-4242.json | cudablame show -";
+
+/// Reports are a few MB at most (rings of 256 ops per stream, 32 frames each); a file larger
+/// than this is refused before it is read.
+pub const MAX_REPORT_BYTES: u64 = 256 << 20;
 
 #[derive(clap::Args)]
 pub struct ShowArgs {
-    /// A JSON report written by cudablame
-    #[arg(value_name = "REPORT.json")]
-    report: PathBuf,
+    /// Every frame of every stack, the whole confidence reasoning and every other unfinished op
+    #[arg(long, short)]
+    verbose: bool,
+    /// JSON reports written by cudablame; `-` reads one from standard input
+    #[arg(value_name = "REPORT.json", required = true)]
+    reports: Vec<PathBuf>,
 }
 
 pub fn show(args: ShowArgs) -> ExitCode {
-    match load(&args.report) {
-        Ok(mut r) => {
-            r.path = Some(args.report.display().to_string());
-            print!("{}", text::render(&r));
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("cudablame show: {e}");
-            ExitCode::from(2)
+    let mut status = ExitCode::SUCCESS;
+    for path in &args.reports {
+        let loaded = if path.as_os_str() == "-" {
+            load_stdin()
+        } else {
+            load(path)
+        };
+        match loaded {
+            Ok(mut r) => {
+                if path.as_os_str() != "-" {
+                    r.path = Some(path.display().to_string());
+                }
+                let t = if args.verbose {
+                    text::render_verbose(&r)
+                } else {
+                    text::render(&r)
+                };
+                print!("{t}");
+            }
+            Err(e) => {
+                eprintln!("cudablame show: {e}");
+                status = ExitCode::from(2);
+            }
         }
     }
+    status
 }
 
-/// Reads one report; the error is one line naming the file.
+/// Reads one report; the error is one line naming the file. Empty and oversized files are told
+/// apart before parsing (an oversized one is not read at all).
 pub fn load(path: &Path) -> Result<Report, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    parse(&bytes).map_err(|e| format!("{} is not a cudablame report: {e}", path.display()))
+    let bytes = read_limited(path)?;
+    parse_named(&bytes, &path.display().to_string())
+}
+
+fn load_stdin() -> Result<Report, String> {
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_REPORT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read standard input: {e}"))?;
+    if bytes.len() as u64 > MAX_REPORT_BYTES {
+        return Err(format!(
+            "standard input is larger than {} MiB: not a cudablame report",
+            MAX_REPORT_BYTES >> 20
+        ));
+    }
+    parse_named(&bytes, "standard input")
+}
+
+/// The file's bytes, refusing directories, empty files and files over [`MAX_REPORT_BYTES`]
+/// (checked by size first).
+pub fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
+    let name = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+    if meta.is_dir() {
+        return Err(format!(
+            "{name} is a directory (give the report files, or use `cudablame summary {name}`)"
+        ));
+    }
+    if meta.len() > MAX_REPORT_BYTES {
+        return Err(format!(
+            "{name} is {} MiB, larger than any cudablame report ({} MiB at most): not read",
+            meta.len() >> 20,
+            MAX_REPORT_BYTES >> 20
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_REPORT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot read {name}: {e}"))?;
+    Ok(bytes)
+}
+
+fn parse_named(bytes: &[u8], name: &str) -> Result<Report, String> {
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(format!("{name} is an empty file, not a cudablame report"));
+    }
+    parse(bytes).map_err(|e| format!("{name} is not a cudablame report: {e}"))
 }
 
 /// A report from JSON text: the schema must be `cudablame.report/1`.

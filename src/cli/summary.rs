@@ -20,8 +20,11 @@ cudablame.report/1; other JSON files, such as traces, are skipped) and prints on
 host, pid, error, the call that reported it, the culprit kernel and its confidence, and when the
 error surfaced relative to the first failure. Then a verdict: the rank whose error came first is
 the first failure; ranks whose errors came later are secondary (probably caused by the first
-rank's fault); ranks of the job (world size) with no report are listed too. Exits 0 when at least
-one report was read, 1 when none was found.";
+rank's fault); ranks of the job (world size) with no report are listed too. Several runs in one
+folder (a job re-run with the same report pattern) are told apart by job id and process start
+time, each with its own table and verdict. Reports of a newer schema, truncated reports and
+empty files are named on stderr. Exits 0 when at least one report was read, 1 when none was found
+(\"no reports found in DIR\").";
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -47,10 +50,12 @@ struct Found {
 
 pub fn summary(args: SummaryArgs) -> ExitCode {
     let mut found = Vec::new();
-    let mut skipped = 0;
+    let mut skipped = Skipped::default();
     for p in &args.paths {
         if p.is_dir() {
-            skipped += scan(p, &mut found);
+            scan(p, &mut found, &mut skipped);
+        } else if !p.exists() {
+            eprintln!("cudablame summary: {} does not exist", p.display());
         } else {
             match show::load(p) {
                 Ok(report) => found.push(Found {
@@ -61,26 +66,65 @@ pub fn summary(args: SummaryArgs) -> ExitCode {
             }
         }
     }
+    for (path, why) in &skipped.named {
+        eprintln!("cudablame summary: skipped {}: {why}", path.display());
+    }
     if found.is_empty() {
-        let others = if skipped > 0 {
-            format!(" ({skipped} other JSON files skipped)")
+        let places = args
+            .paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let others = if skipped.other > 0 {
+            format!(
+                " ({} other JSON file{} skipped: traces or not cudablame's)",
+                skipped.other,
+                if skipped.other == 1 { "" } else { "s" }
+            )
         } else {
             String::new()
         };
-        eprintln!("cudablame summary: no cudablame report found{others}: no process reported a CUDA error");
+        eprintln!("cudablame summary: no reports found in {places}{others}");
         return ExitCode::from(1);
     }
-    print!("{}", render(&found));
+    let runs = runs(found);
+    if runs.len() == 1 {
+        print!("{}", render(&runs[0]));
+    } else {
+        println!(
+            "cudablame summary: {} runs (told apart by job id and process start time), oldest first",
+            runs.len()
+        );
+        for (i, run) in runs.iter().enumerate() {
+            println!(
+                "\n==== run {} of {}: {} ====",
+                i + 1,
+                runs.len(),
+                run_label(run)
+            );
+            print!("{}", render(run));
+        }
+    }
     ExitCode::SUCCESS
 }
 
-/// Reads the reports of a directory into `found`; returns how many other JSON files it skipped.
-fn scan(dir: &Path, found: &mut Vec<Found>) -> usize {
+/// Files of a directory that were not read as reports.
+#[derive(Default)]
+struct Skipped {
+    /// Traces and other JSON files: counted.
+    other: usize,
+    /// Reports that could not be used (a newer schema, truncated, unreadable): named, with why.
+    named: Vec<(PathBuf, String)>,
+}
+
+/// Reads the reports of a directory into `found`.
+fn scan(dir: &Path, found: &mut Vec<Found>, skipped: &mut Skipped) {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("cudablame summary: cannot read {}: {e}", dir.display());
-            return 0;
+            return;
         }
     };
     let mut files: Vec<PathBuf> = entries
@@ -88,27 +132,145 @@ fn scan(dir: &Path, found: &mut Vec<Found>) -> usize {
         .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
         .collect();
     files.sort();
-    let mut skipped = 0;
     for path in files {
-        let Ok(bytes) = std::fs::read(&path) else {
-            skipped += 1;
-            continue;
+        let bytes = match show::read_limited(&path) {
+            Ok(b) => b,
+            Err(e) => {
+                skipped.named.push((path, e));
+                continue;
+            }
         };
-        let ours = serde_json::from_slice::<serde_json::Value>(&bytes)
-            .is_ok_and(|v| v.get("schema").and_then(|s| s.as_str()) == Some(SCHEMA));
-        if !ours {
-            skipped += 1;
-            continue;
-        }
-        match show::parse(&bytes) {
-            Ok(report) => found.push(Found { path, report }),
-            Err(e) => eprintln!(
-                "cudablame summary: {} is not a readable report: {e}",
-                path.display()
-            ),
+        match classify(&bytes) {
+            Kind::Ours => match show::parse(&bytes) {
+                Ok(report) => found.push(Found { path, report }),
+                Err(e) => skipped
+                    .named
+                    .push((path, format!("not a readable report: {e}"))),
+            },
+            Kind::Other => skipped.other += 1,
+            Kind::Unusable(why) => skipped.named.push((path, why)),
         }
     }
-    skipped
+}
+
+enum Kind {
+    Ours,
+    Other,
+    Unusable(String),
+}
+
+/// What a JSON file of a report directory is.
+fn classify(bytes: &[u8]) -> Kind {
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Kind::Unusable("empty file".into());
+    }
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(v) => match v.get("schema").and_then(|s| s.as_str()) {
+            Some(SCHEMA) => Kind::Ours,
+            Some(s) if s.starts_with("cudablame.report/") => Kind::Unusable(format!(
+                "a report of schema {s:?}, newer than this command reads ({SCHEMA:?}): update cudablame"
+            )),
+            _ => Kind::Other,
+        },
+        // Not JSON: a report cut short (full disk, killed writer) still starts with its schema.
+        Err(e) => {
+            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
+            if head.contains("\"cudablame.report/") {
+                Kind::Unusable(format!("a truncated or damaged report ({e})"))
+            } else {
+                Kind::Other
+            }
+        }
+    }
+}
+
+/// The reports grouped into runs, oldest first. Reports of different job ids are different
+/// runs; within one job id, a process of a rank that the run already has, started after the
+/// run's first error, begins a new run (the processes of one run start before it fails; a rank
+/// seen twice before that is a forked child). Reports without a start time (older ones) stay in
+/// one run.
+fn runs(found: Vec<Found>) -> Vec<Vec<Found>> {
+    let mut by_job: std::collections::BTreeMap<Option<String>, Vec<Found>> = Default::default();
+    for f in found {
+        by_job
+            .entry(f.report.process.job_id.clone())
+            .or_default()
+            .push(f);
+    }
+    let mut runs: Vec<Vec<Found>> = Vec::new();
+    for (_, mut fs) in by_job {
+        fs.sort_by_key(|f| {
+            (
+                f.report.process.start_time_ns.unwrap_or(0),
+                f.report.reporting_call.time_ns,
+            )
+        });
+        let mut run: Vec<Found> = Vec::new();
+        let mut first_error = u64::MAX;
+        for f in fs {
+            let starts_later = f
+                .report
+                .process
+                .start_time_ns
+                .is_some_and(|s| s > first_error);
+            let rank_seen = run
+                .iter()
+                .any(|g| g.report.process.rank == f.report.process.rank);
+            if starts_later && rank_seen {
+                runs.push(std::mem::take(&mut run));
+                first_error = u64::MAX;
+            }
+            first_error = first_error.min(f.report.reporting_call.time_ns);
+            run.push(f);
+        }
+        if !run.is_empty() {
+            runs.push(run);
+        }
+    }
+    runs.sort_by_key(|r| r.iter().map(|f| f.report.reporting_call.time_ns).min());
+    runs
+}
+
+/// `job 555, started 2026-11-29 10:04:05 UTC, pids 22144 22145`.
+fn run_label(run: &[Found]) -> String {
+    let job = run
+        .iter()
+        .find_map(|f| f.report.process.job_id.as_deref())
+        .map_or("no job id".to_string(), |j| format!("job {j}"));
+    let started = run
+        .iter()
+        .filter_map(|f| f.report.process.start_time_ns)
+        .min()
+        .map(|t| format!(", started {}", utc(t)))
+        .unwrap_or_default();
+    let mut pids: Vec<String> = run
+        .iter()
+        .map(|f| format!("r{}:{}", f.report.process.rank, f.report.process.pid))
+        .collect();
+    pids.sort();
+    format!("{job}{started}, rank:pid {}", pids.join(" "))
+}
+
+/// Wall-clock ns since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
+fn utc(ns: u64) -> String {
+    let secs = ns / 1_000_000_000;
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// A duration after the first failure: `+0.000 ms`, `+201.345 ms`, `+3.200 s`.
@@ -399,5 +561,76 @@ mod tests {
         for r in [0, 2, 4] {
             assert!(out.contains(&format!("rank {r}: {NO_REPORT}")), "{out}");
         }
+    }
+
+    #[test]
+    fn two_runs_of_one_job_are_told_apart() {
+        let s = 1_000_000_000u64;
+        let at = |rank, pid, start: u64, dt_ms| {
+            let mut f = found(rank, pid, dt_ms, Some(2));
+            f.report.process.job_id = Some("555".into());
+            // Start times count from one hour before the sample's error time.
+            let t = sample().reporting_call.time_ns;
+            f.report.process.start_time_ns = Some(t - 3_600 * s + start);
+            f
+        };
+        // Run 1: both ranks start at t-1h, fail at t (rank 1 first). Run 2 starts 10 s after
+        // that error, rank 0 fails first. A rank new to the run that starts late (rank 2 here,
+        // started after run 1's error) stays in it.
+        let run1 = [
+            at(0, 10, 0, 200),
+            at(1, 11, 0, 0),
+            at(2, 12, 3_600 * s + 1, 300),
+        ];
+        let run2 = [
+            at(0, 20, 3_610 * s, 3_700_000),
+            at(1, 21, 3_610 * s, 3_700_500),
+        ];
+        let all: Vec<Found> = run2.into_iter().chain(run1).collect();
+        let runs = runs(all);
+        assert_eq!(runs.len(), 2);
+        let mut first: Vec<u32> = runs[0].iter().map(|f| f.report.process.pid).collect();
+        first.sort();
+        assert_eq!(first, [10, 11, 12]);
+        let out = render(&runs[1]);
+        assert!(out.contains("rank 0: first failure"), "{out}");
+        assert!(
+            run_label(&runs[1]).contains("job 555") && run_label(&runs[1]).contains("r0:20 r1:21")
+        );
+        // Without start times (older reports) they stay one run.
+        let mut old: Vec<Found> = vec![found(0, 1, 0, None), found(1, 2, 5, None)];
+        old.iter_mut()
+            .for_each(|f| f.report.process.start_time_ns = None);
+        assert_eq!(super::runs(old).len(), 1);
+    }
+
+    #[test]
+    fn utc_formats_wall_clock_time() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(
+            utc(1_764_590_645 * 1_000_000_000),
+            "2025-12-01 12:04:05 UTC"
+        );
+    }
+
+    #[test]
+    fn future_schema_and_truncated_reports_are_named() {
+        assert!(matches!(
+            classify(br#"{"schema":"cudablame.report/1","x":1}"#),
+            Kind::Ours
+        ));
+        assert!(matches!(classify(br#"{"traceEvents":[]}"#), Kind::Other));
+        match classify(br#"{"schema":"cudablame.report/2"}"#) {
+            Kind::Unusable(w) => assert!(
+                w.contains("cudablame.report/2") && w.contains("newer"),
+                "{w}"
+            ),
+            _ => panic!("future schema not named"),
+        }
+        match classify(b"{\n  \"schema\": \"cudablame.report/1\",\n  \"process\": {") {
+            Kind::Unusable(w) => assert!(w.contains("truncated"), "{w}"),
+            _ => panic!("truncated report not named"),
+        }
+        assert!(matches!(classify(b"  \n"), Kind::Unusable(_)));
     }
 }

@@ -477,6 +477,27 @@ pub fn host_name() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+/// This process's start time, wall-clock ns since the Unix epoch: boot time (`btime` of
+/// `/proc/stat`) plus the start time in clock ticks after boot (`/proc/self/stat`, field 22).
+fn start_time_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let btime: u64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|&h| h > 0)?;
+    Some(btime * 1_000_000_000 + ticks * (1_000_000_000 / hz))
+}
+
 fn process_info() -> Process {
     let argv = std::fs::read("/proc/self/cmdline")
         .map(|raw| {
@@ -487,6 +508,7 @@ fn process_info() -> Process {
         })
         .unwrap_or_default();
     Process {
+        start_time_ns: start_time_ns(),
         pid: std::process::id(),
         host: host_name(),
         rank: rank(),

@@ -145,9 +145,12 @@ pub fn write_new(
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
+    // Mode 0666 less the umask, like any program's output file (tempfile's default, 0600, kept
+    // others from running `summary` over a shared report folder).
     let mut tmp = tempfile::Builder::new()
         .prefix(".cudablame-")
         .suffix(".json.tmp")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
         .tempfile_in(&dir)?;
     tmp.as_file_mut().write_all(&content)?;
     tmp.as_file().sync_all()?;
@@ -186,6 +189,19 @@ mod tests {
             "r-node7-42-3-%-%x.json"
         );
         assert_eq!(expand("trailing%", 1, "h", 0), "trailing%");
+    }
+
+    #[test]
+    fn report_files_follow_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json").display().to_string();
+        let written = write_new(&path, |f| f.write_all(b"{}")).unwrap();
+        // What any program's File::create gets here (0666 less the umask).
+        let plain = dir.path().join("plain");
+        std::fs::File::create(&plain).unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(std::path::Path::new(&written)), mode(&plain));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::model::{Frame, Op, OpKind, PythonFrames, Report};
 use std::fmt::Write;
 
 /// Frames shown per stack in the text (the JSON keeps them all).
-const FRAMES_SHOWN: usize = 10;
+const FRAMES_SHOWN: usize = 6;
 
 fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
@@ -20,7 +20,13 @@ const FRAMES_UNDER_PYTHON: usize = 4;
 const FUNCTION_SHOWN: usize = 160;
 
 /// How many native frames to show under `python` frames (printing the heading when there are).
-fn native_limit(out: &mut String, python: &[Frame]) -> usize {
+fn native_limit(out: &mut String, python: &[Frame], verbose: bool) -> usize {
+    if verbose {
+        if !python.is_empty() {
+            out.push_str("      native, innermost first:\n");
+        }
+        return usize::MAX;
+    }
     if python.is_empty() {
         return FRAMES_SHOWN;
     }
@@ -95,9 +101,9 @@ fn python_library(file: &str) -> Option<&str> {
 /// one line (`... 5 frames in torch`), and where frames were borrowed from the thread that called
 /// `backward()`, a line saying so.
 /// Prints a thread's Python frames, then its native ones (fewer under Python frames).
-fn stacks(out: &mut String, python: &PythonFrames, native: &[Frame]) {
+fn stacks(out: &mut String, python: &PythonFrames, native: &[Frame], verbose: bool) {
     python_frames(out, python);
-    let limit = native_limit(out, &python.python_stack);
+    let limit = native_limit(out, &python.python_stack, verbose);
     frames(out, native, limit);
 }
 
@@ -421,8 +427,152 @@ fn timeline(out: &mut String, r: &Report) {
     );
 }
 
-/// Renders the whole report.
+/// The device-side assert's text (`file:line: function: block [..], thread [..] Assertion `cond`
+/// failed.`), when the report has one (`culprit.device_assert`): the lead block renders it as
+/// `assert:   <text>`, between the launching line and the hint.
+pub fn device_assert(r: &Report) -> Option<String> {
+    r.culprit.device_assert.as_ref().map(|a| a.text.clone())
+}
+
+/// Renders the report: the lead block (what to fix), then the details, shortened (the verbose
+/// form is `cudablame show --verbose`).
 pub fn render(r: &Report) -> String {
+    render_with(r, device_assert(r).as_deref(), false)
+}
+
+/// Everything: all frames kept in the text, the full confidence reasoning and every other op.
+pub fn render_verbose(r: &Report) -> String {
+    render_with(r, device_assert(r).as_deref(), true)
+}
+
+/// Files under these prefixes are not the program's: system and CUDA headers, Rust's standard
+/// library, crates.io sources, nvcc's generated stubs.
+fn foreign_file(file: &str) -> bool {
+    file.starts_with("/usr/")
+        || file.starts_with("/rustc/")
+        || file.contains("/.cargo/registry/")
+        || file.contains(".stub.c")
+        || file.contains("/tmpxft_")
+        || python_library(file).is_some()
+}
+
+/// Shared objects of the system (libc's start-up frames, libstdc++, the CUDA runtime installed
+/// system-wide): never the program's launching line, even with line tables.
+fn system_module(module: &str) -> bool {
+    [
+        "/lib/",
+        "/lib64/",
+        "/usr/lib/",
+        "/usr/lib64/",
+        "/usr/local/cuda",
+    ]
+    .iter()
+    .any(|p| module.starts_with(p))
+}
+
+/// The program's own frame that launched `o` (or made the reporting call): its innermost Python
+/// frame outside libraries, else its innermost native frame with a source line of its own
+/// (skipping nvcc's host stub, which is named like the kernel and sits at the kernel's line).
+fn program_frame<'a>(
+    python: &'a PythonFrames,
+    native: &'a [Frame],
+    kernel: Option<&str>,
+) -> Option<&'a Frame> {
+    let own =
+        |f: &&Frame| f.file.as_deref().is_some_and(|file| !foreign_file(file)) && f.line.is_some();
+    python.python_stack.iter().find(own).or_else(|| {
+        native.iter().filter(own).find(|f| {
+            let func = f.function.as_deref().unwrap_or("");
+            !f.module.as_deref().is_some_and(system_module)
+                && !func.starts_with("__device_stub__")
+                && !func.starts_with("__cudaLaunch")
+                && kernel.is_none_or(|k| func != k)
+        })
+    })
+}
+
+/// The source line `line` of `file`, trimmed, when the file can be read here (small files only).
+fn source_line(file: &str, line: u32) -> Option<String> {
+    let meta = std::fs::metadata(file).ok()?;
+    if !meta.is_file() || meta.len() > 8 << 20 || line == 0 {
+        return None;
+    }
+    let text = std::fs::read(file).ok()?;
+    let l = text.split(|&b| b == b'\n').nth(line as usize - 1)?;
+    let l = String::from_utf8_lossy(l).trim().to_string();
+    (!l.is_empty()).then(|| fit(&l, 120))
+}
+
+/// `function at file:line` and, on the next line, the code there.
+fn site(out: &mut String, label: &str, f: &Frame, suffix: &str) {
+    let func = fit(f.function.as_deref().unwrap_or("??"), 80);
+    let file = f.file.as_deref().unwrap_or("?");
+    let line = f.line.unwrap_or(0);
+    let _ = writeln!(out, "{label:<10}{func} at {file}:{line}{suffix}");
+    if let Some(code) = source_line(file, line) {
+        let _ = writeln!(out, "{:<10}    {code}", "");
+    }
+}
+
+/// The report's first lines, in the order an engineer needs them: the culprit kernel, the
+/// program's line that launched it, the device-side assert, the hint, the line where the error
+/// surfaced.
+fn lead(out: &mut String, r: &Report, device_assert: Option<&str>) {
+    let confidence = format!("{:?}", r.culprit.confidence).to_lowercase();
+    match &r.culprit.op {
+        Some(o) => {
+            let name = match (&o.kernel, o.kind) {
+                (Some(k), _) => brief(k),
+                _ => op_brief(o),
+            };
+            let _ = writeln!(
+                out,
+                "{:<10}{name}  (op #{}, {confidence})",
+                "culprit:", o.seq
+            );
+            match program_frame(&o.python, &o.stack, o.kernel.as_deref()) {
+                Some(f) => site(out, "launched:", f, ""),
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "{:<10}(no program frame: see the launch stack below)",
+                        "launched:"
+                    );
+                }
+            }
+        }
+        None => {
+            let _ = writeln!(out, "{:<10}not identified ({confidence})", "culprit:");
+        }
+    }
+    if let Some(a) = device_assert {
+        let _ = writeln!(out, "{:<10}{}", "assert:", fit(a.trim(), 300));
+    }
+    if let Some(hint) = &r.culprit.hint {
+        let _ = writeln!(out, "{:<10}{hint}", "hint:");
+    }
+    let c = &r.reporting_call;
+    let noticed = format!(" ({}, which only noticed the error)", c.entry_point);
+    match program_frame(&c.python, &c.stack, None) {
+        Some(f) => site(out, "reported:", f, &noticed),
+        None => {
+            let _ = writeln!(out, "{:<10}{}{noticed}", "reported:", c.entry_point);
+        }
+    }
+}
+
+/// Text cut to about `n` characters at a word boundary.
+fn sentence(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        return s.to_string();
+    }
+    let cut: String = s.chars().take(n).collect();
+    let cut = cut.rsplit_once(' ').map_or(cut.as_str(), |(a, _)| a);
+    format!("{cut} ...")
+}
+
+/// Renders the report; `verbose` keeps every frame, the whole reasoning and all other ops.
+pub fn render_with(r: &Report, device_assert: Option<&str>, verbose: bool) -> String {
     let mut out = String::new();
     let e = &r.error;
     let _ = writeln!(
@@ -430,36 +580,49 @@ pub fn render(r: &Report) -> String {
         "\n==== cudablame: {} ({}): {} ====",
         e.name, e.code, e.description
     );
+    lead(&mut out, r, device_assert);
+    let _ = writeln!(out, "---- details ----");
     match &r.culprit.op {
         Some(o) => {
             let what = match &o.kernel {
-                Some(k) => format!("#{} kernel {k}", o.seq),
+                Some(k) if verbose => format!("#{} kernel {k}", o.seq),
+                Some(k) => format!("#{} kernel {}", o.seq, short(k)),
                 None => op_line(o),
             };
             let _ = writeln!(out, "culprit [{:?}]: {what}", r.culprit.confidence);
-            if let Some(a) = &r.culprit.device_assert {
-                let _ = writeln!(out, "    assert: {}", a.text);
-            }
+            let shared = if o.shared_mem_bytes > 0 || verbose {
+                format!(" shared {} B", o.shared_mem_bytes)
+            } else {
+                String::new()
+            };
+            let thread = if verbose {
+                format!(", thread {}", o.thread)
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "    grid ({},{},{}) block ({},{},{}) shared {} B, stream {}, device {}, thread {}, launched {} before the error",
-                o.grid[0], o.grid[1], o.grid[2], o.block[0], o.block[1], o.block[2], o.shared_mem_bytes,
-                o.stream, o.device, o.thread, ms(o.age_ns)
+                "    grid ({},{},{}) block ({},{},{}){shared}, stream {}, device {}{thread}, launched {} before the error",
+                o.grid[0], o.grid[1], o.grid[2], o.block[0], o.block[1], o.block[2],
+                o.stream, o.device, ms(o.age_ns)
             );
+            let why = if verbose {
+                r.culprit.reason.clone()
+            } else {
+                sentence(&r.culprit.reason, 110)
+            };
+            let _ = writeln!(out, "    why: {why}");
             let _ = writeln!(out, "    launched by {} from:", o.entry_point);
-            stacks(&mut out, &o.python, &o.stack);
+            stacks(&mut out, &o.python, &o.stack, verbose);
             if let Some(t) = &o.thread_start {
                 let _ = writeln!(out, "    on a thread started as: {t}");
             }
         }
         None => {
             let _ = writeln!(out, "culprit [{:?}]: not identified", r.culprit.confidence);
-            if let Some(a) = &r.culprit.device_assert {
-                let _ = writeln!(out, "    assert: {}", a.text);
-            }
+            let _ = writeln!(out, "    why: {}", r.culprit.reason);
         }
     }
-    let _ = writeln!(out, "    why: {}", r.culprit.reason);
     if let Some(n) = &r.culprit.not_exact {
         let _ = writeln!(out, "    not exact: {n}");
     }
@@ -478,9 +641,6 @@ pub fn render(r: &Report) -> String {
             c.evidence
         );
     }
-    if let Some(hint) = &r.culprit.hint {
-        let _ = writeln!(out, "    hint: {hint}");
-    }
     let c = &r.reporting_call;
     let _ = writeln!(
         out,
@@ -492,18 +652,25 @@ pub fn render(r: &Report) -> String {
             .map(|s| format!(", stream {s}"))
             .unwrap_or_default()
     );
-    stacks(&mut out, &c.python, &c.stack);
+    stacks(&mut out, &c.python, &c.stack, verbose);
     if let Some(note) = &c.python_note {
         let _ = writeln!(out, "    {note}");
     }
     if !r.suspects.is_empty() {
+        let shown = if verbose { r.suspects.len() } else { 3 };
         let list: Vec<String> = r
             .suspects
             .iter()
-            .take(6)
-            .map(|o| format!("{} (stream {})", op_line(o), o.stream))
+            .take(shown)
+            .map(|o| {
+                if verbose {
+                    format!("{} (stream {})", op_line(o), o.stream)
+                } else {
+                    op_brief(o)
+                }
+            })
             .collect();
-        let more = r.suspects.len().saturating_sub(6);
+        let more = r.suspects.len().saturating_sub(shown);
         let _ = writeln!(
             out,
             "other unfinished ops: {}{}",
@@ -525,6 +692,9 @@ pub fn render(r: &Report) -> String {
     }
     if let Some(p) = &r.path {
         let _ = writeln!(out, "json report: {p}");
+        if !verbose {
+            let _ = writeln!(out, "all frames and details: cudablame show --verbose {p}");
+        }
     }
     if let Some(p) = &r.trace_path {
         let _ = writeln!(out, "trace: {p} (open in https://ui.perfetto.dev)");
@@ -588,6 +758,115 @@ pub mod tests {
             ],
         }))
         .expect("sample report deserializes")
+    }
+
+    #[test]
+    fn lead_block_names_kernel_line_assert_hint_and_reporting_line_in_order() {
+        let mut r = sample();
+        let frame = |function: &str, file: &str, line| Frame {
+            function: Some(function.into()),
+            file: Some(file.into()),
+            line: Some(line),
+            module: None,
+            address: "0x0".into(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("train.py");
+        std::fs::write(
+            &script,
+            "import torch\n\n    loss = F.cross_entropy(logits, target)  \n",
+        )
+        .unwrap();
+        let script = script.display().to_string();
+        let op = r.culprit.op.as_mut().unwrap();
+        op.kernel = Some(
+            "void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*)"
+                .into(),
+        );
+        op.python.python_stack = vec![
+            frame(
+                "cross_entropy",
+                "/venv/lib/python3.12/site-packages/torch/nn/functional.py",
+                3494,
+            ),
+            frame("compute_loss", &script, 3),
+            frame("main", &script, 1),
+        ];
+        r.culprit.hint = Some("check the target's range against the number of classes".into());
+        r.reporting_call.python.python_stack = vec![frame("main", &script, 1)];
+        let text = render_with(&r, Some("Loss.cu:250: block: [0,0,0], thread: [1,0,0] Assertion `t >= 0 && t < n_classes` failed."), false);
+        let lines: Vec<&str> = text.lines().skip(1).take(8).collect();
+        assert_eq!(
+            lines[0],
+            "==== cudablame: CUDA_ERROR_ILLEGAL_ADDRESS (700): illegal ===="
+        );
+        assert_eq!(
+            lines[1],
+            "culprit:  nll_loss_forward_reduce_cuda_kernel_2d  (op #2, exact)"
+        );
+        assert_eq!(lines[2], format!("launched: compute_loss at {script}:3"));
+        assert_eq!(lines[3].trim(), "loss = F.cross_entropy(logits, target)");
+        assert!(
+            lines[4].starts_with("assert:   Loss.cu:250: block"),
+            "{text}"
+        );
+        assert_eq!(
+            lines[5],
+            "hint:     check the target's range against the number of classes"
+        );
+        assert_eq!(
+            lines[6],
+            format!("reported: main at {script}:1 (cuMemcpyDtoH_v2, which only noticed the error)")
+        );
+        assert_eq!(lines[7].trim(), "import torch");
+        // Without a device assert in the report, no assert line.
+        assert!(r.culprit.device_assert.is_none());
+        assert!(!render(&r).contains("assert:"));
+        // Verbose keeps the whole name; the default cuts the reasoning and hides thread ids.
+        assert!(render_verbose(&r).contains("kernel void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*)"));
+    }
+
+    #[test]
+    fn nvcc_host_stub_and_headers_are_not_the_launching_line() {
+        let f = |function: &str, file: &str, line| Frame {
+            function: Some(function.into()),
+            file: Some(file.into()),
+            line: Some(line),
+            module: None,
+            address: "0x0".into(),
+        };
+        let native = vec![
+            f(
+                "__cudaLaunchKernel_helper",
+                "/usr/local/cuda/include/crt/device_functions.h",
+                2963,
+            ),
+            f(
+                "__device_stub__Z9oob_writePii(int*, int)",
+                "/tmp/tmpxft_0000_stub.c",
+                1,
+            ),
+            f("oob_write(int*, int)", "/src/oob_write.cu", 58),
+            f("launch_oob_write(int)", "/src/oob_write.cu", 78),
+        ];
+        let mut native = native;
+        native.insert(
+            0,
+            Frame {
+                module: Some("/lib/x86_64-linux-gnu/libc.so.6".into()),
+                ..f(
+                    "__libc_start_call_main",
+                    "./csu/../sysdeps/nptl/libc_start_call_main.h",
+                    58,
+                )
+            },
+        );
+        let none = PythonFrames::default();
+        let got = program_frame(&none, &native, Some("oob_write(int*, int)")).unwrap();
+        assert_eq!(
+            (got.function.as_deref(), got.line),
+            (Some("launch_oob_write(int)"), Some(78))
+        );
     }
 
     #[test]

@@ -1,0 +1,5 @@
+"""`python -m cudablame ...` is `cudablame ...`."""
+
+from . import main
+
+main()
