@@ -44,6 +44,7 @@ __global__ void first_oob(int* out, int n) {
 
 __attribute__((noinline)) void launch_first_oob(int n) {
     first_oob<<<(n + 255) / 256, 256>>>(reinterpret_cast<int*>(0x10), n);
+    __asm__ volatile("" ::: "memory");  // keeps this frame: no tail call into the launch stub
 }
 
 int main() {

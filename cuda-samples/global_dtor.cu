@@ -58,6 +58,7 @@ static Holder holder;
 
 __attribute__((noinline)) void launch_dtor_oob(int n) {
     dtor_oob<<<(n + 255) / 256, 256>>>(reinterpret_cast<int*>(0x10), n);
+    __asm__ volatile("" ::: "memory");  // keeps this frame: no tail call into the launch stub
 }
 
 int main() {

@@ -10,10 +10,10 @@
 // before the fix cudablame named ptx_slow, "exact").
 //
 // Timeline:
-//   A = cuCtxCreate(dev 0); stream sA (non-blocking)
+//   B = cuCtxCreate(dev 0), then A = cuCtxCreate(dev 0); stream sA (non-blocking)
 //   launch_in_context(ptx_fill, sA)      -> good; cuStreamSynchronize(sA)
 //   launch_in_context(ptx_scatter, sA, 0x10) -> CULPRIT (700 in context A)
-//   B = cuCtxCreate(dev 0) (now current)
+//   cuCtxSetCurrent(B)
 //   launch_in_context(ptx_slow, NULL)    -> spins ~200 ms in context B
 //   cuStreamSynchronize(sA)              -> REPORTS CUDA_ERROR_ILLEGAL_ADDRESS
 //
@@ -99,7 +99,13 @@ int main() {
     CUdeviceptr buf, buf_b;
     CU_CHECK(cuInit(0));
     CU_CHECK(cuDeviceGet(&dev, 0));
-    CU_CHECK(create_context(&a, dev));
+    // Both contexts exist before the fault: on driver 580 a cuCtxCreate after a sticky error in
+    // another context of the process returns that error too (measured on the H200).
+    CU_CHECK(create_context(&b, dev));
+    CU_CHECK(cuModuleLoadData(&mod_b, kPtx));
+    CU_CHECK(cuModuleGetFunction(&slow, mod_b, "ptx_slow"));
+    CU_CHECK(cuMemAlloc(&buf_b, n * sizeof(int)));
+    CU_CHECK(create_context(&a, dev));  // pushes A: current from here on
     CU_CHECK(cuModuleLoadData(&mod_a, kPtx));
     CU_CHECK(cuModuleGetFunction(&fill, mod_a, "ptx_fill"));
     CU_CHECK(cuModuleGetFunction(&scatter, mod_a, "ptx_scatter"));
@@ -110,10 +116,7 @@ int main() {
     // BUG: the output handle of the second pass was never filled in.
     CU_CHECK(launch_in_context(scatter, sa, CUdeviceptr(0x10), n));
 
-    CU_CHECK(create_context(&b, dev));  // pushes B: current from here on
-    CU_CHECK(cuModuleLoadData(&mod_b, kPtx));
-    CU_CHECK(cuModuleGetFunction(&slow, mod_b, "ptx_slow"));
-    CU_CHECK(cuMemAlloc(&buf_b, n * sizeof(int)));
+    CU_CHECK(cuCtxSetCurrent(b));  // B current from here on
     CU_CHECK(launch_in_context(slow, nullptr, buf_b, 1));
     CU_CHECK(cuStreamSynchronize(sa));
     printf("unexpected: no error\n");

@@ -71,6 +71,14 @@ else
     echo "0 passed, 1 failed"
     exit 1
 fi
+# torch may live outside the system site-packages that --system-site-packages adds (a user or
+# another prefix's site, as on the GPU machine): make the venv see the directory it is in.
+torch_site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null)
+if [ -n "$torch_site" ] && ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+    "$venv/bin/python" -c 'import site, sys; print(site.getsitepackages()[0])' |
+        { read -r sp && echo "$torch_site" >"$sp/_outside_torch.pth"; }
+    echo "torch from $torch_site (added to the venv with a .pth file)"
+fi
 export PATH="$venv/bin:$PATH"
 echo "command: $(command -v cudablame) ($(cudablame --version))"
 

@@ -49,6 +49,7 @@ typedef struct {
     X(cuLaunchKernelEx, cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **))  \
     X(cuStreamCreate, cuStreamCreate, (CUstream *, unsigned))                                      \
     X(cuStreamSynchronize, cuStreamSynchronize, (CUstream))                                        \
+    X(cuStreamDestroy, cuStreamDestroy_v2, (CUstream))                                             \
     X(cuCtxSynchronize, cuCtxSynchronize_v2, (CUcontext)) /* CUDA 13: takes a context */                                                  \
     X(cuStreamBeginCapture, cuStreamBeginCapture_v2, (CUstream, unsigned))                         \
     X(cuStreamEndCapture, cuStreamEndCapture, (CUstream, CUgraph *))                               \
@@ -297,6 +298,15 @@ int main(int argc, char **argv) {
         int rc = report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
         report_rc("sync_rc", p_cuCtxSynchronize(NULL)); /* a second sticky return: counted, not reported */
         return rc;
+    }
+    if (!strcmp(scenario, "destroyed_stream")) {
+        /* A stream created and destroyed without ever being launched on (as cuBLASLt does):
+         * nothing may ask the driver about the dangling handle. #1 upload, #2 oob_write. */
+        CUstream s;
+        check("stream", p_cuStreamCreate(&s, 1));
+        check("destroy", p_cuStreamDestroy(s));
+        launch_bad_kernel(oob_write, NULL);
+        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
     }
     if (!strcmp(scenario, "run_ahead")) {
         /* Long run-ahead: #1 upload, #2 hold (4 s), #3 oob_write (culprit), then 100,000 quick

@@ -139,6 +139,16 @@ fn error_surfacing_at_the_next_launch() {
 }
 
 #[test]
+fn a_destroyed_stream_is_never_passed_back_to_the_driver() {
+    // cuStreamDestroy's hook runs after the handle is dangling: asking the driver about it
+    // crashed PyTorch programs on the H200 (driver 580, inside cuBLASLt). The fake driver aborts
+    // on any use of a destroyed stream.
+    let r = run(&scenarios(), &["destroyed_stream"], true, &[]);
+    assert_eq!(r.printed("sync_rc"), "700", "{}", r.stderr);
+    assert_culprit(&r, "oob_write", 2, "exact");
+}
+
+#[test]
 fn long_run_ahead_never_loses_the_culprit() {
     // 100,000 launches queued behind the culprit, with the default ring of 256 ops and 32 stack
     // copies: the first op the markers do not prove complete is kept, with its launch stack.

@@ -492,12 +492,31 @@ pub fn all() -> Vec<Arc<StreamState>> {
 }
 
 /// Moves a destroyed stream to the retired list (forgotten if all its work completed).
+///
+/// Asks the driver nothing: this runs after `cuStreamDestroy` returned, when the handle is
+/// dangling (`cuStreamGetCtx` on it crashed the H200's driver 580 inside cuBLASLt, which creates
+/// and destroys streams it never launches on). A handle's context comes from what was
+/// remembered when ops were recorded on it; a handle never recorded has nothing to retire.
 pub fn retire(driver: &Driver, id: StreamId) {
-    let context = context_of(driver, id);
     let mut t = TABLE.get().write();
-    if let StreamId::Handle(h) = id {
-        t.handles.remove(&h);
-    }
+    let context = match id {
+        StreamId::Handle(h) => match t.handles.remove(&h) {
+            Some(c) => c,
+            None => {
+                // Recorded under no remembered context: any live entry with this handle.
+                let keys: Vec<(usize, StreamId)> =
+                    t.live.keys().filter(|k| k.1 == id).copied().collect();
+                for k in keys {
+                    if let Some(s) = t.live.remove(&k) {
+                        t.retire_state(s);
+                    }
+                }
+                EPOCH.fetch_add(1, Ordering::AcqRel);
+                return;
+            }
+        },
+        _ => driver.current_context(),
+    };
     if let Some(s) = t.live.remove(&(context, id)) {
         t.retire_state(s);
     }

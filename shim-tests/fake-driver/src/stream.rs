@@ -30,6 +30,15 @@ use std::time::{Duration, Instant};
 /// Live user `CUstream` handles (legacy and per-thread streams are reached through their
 /// special handle values, never through a pointer).
 pub static STREAMS: Registry<Stream> = Registry::new();
+/// Handles of destroyed streams (stream objects are leaked, so a handle is never reused).
+static DESTROYED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+fn destroyed(handle: usize) -> bool {
+    DESTROYED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .contains(&handle)
+}
 
 /// Live `CUevent` handles.
 pub static EVENTS: Registry<Event> = Registry::new();
@@ -61,7 +70,18 @@ pub fn lookup(handle: CUstream, null: NullStream) -> Res<&'static Stream> {
         CU_STREAM_PER_THREAD => crate::context::current()?.per_thread(),
         _ => {
             crate::context::require_init()?;
-            let stream = STREAMS.get(handle).ok_or(errors::INVALID_HANDLE)?;
+            let stream = STREAMS.get(handle).ok_or_else(|| {
+                if destroyed(handle as usize) {
+                    // The real driver does not check: driver 580 crashed (SIGSEGV) in
+                    // cuStreamGetCtx given a stream cuBLASLt had destroyed. Fail as loudly.
+                    eprintln!(
+                        "fake libcuda: a destroyed stream {handle:p} was passed to the driver \
+                         (undefined behaviour: the real driver crashes)"
+                    );
+                    std::process::abort();
+                }
+                errors::INVALID_HANDLE
+            })?;
             if stream.ctx.is_destroyed() {
                 return Err(errors::CONTEXT_IS_DESTROYED);
             }
@@ -300,7 +320,12 @@ impl Stream {
 
     /// Stops accepting work and lets the worker exit once the queue is drained.
     pub fn close(&'static self) {
-        STREAMS.remove(crate::handles::handle_of(self));
+        let handle = crate::handles::handle_of(self);
+        STREAMS.remove(handle);
+        DESTROYED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(handle as usize);
         self.queue_lock().closed = true;
         self.work.notify_all();
     }
