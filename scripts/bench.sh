@@ -263,12 +263,6 @@ if wants graph; then
   else
     echo "graph_markers: build failed"
   fi
-  if "$NVCC" -O2 -g -arch="$ARCH" -o "$BUILD/graph_marker_probe" cuda-samples/bench/graph_marker_probe.cu -lcuda; then
-    run_one "" "$BUILD/graph_marker_probe" inline
-    run_one "" "$BUILD/graph_marker_probe" side | grep '^R3' || true
-  else
-    echo "graph_marker_probe: build failed"
-  fi
   part_end graph
 fi
 

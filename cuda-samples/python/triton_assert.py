@@ -1,4 +1,6 @@
-# EXPECT kernel=gather_checked_kernel error=CUDA_ERROR_ASSERT confidence=exact pysite=gather_checked assert="index out of range" stdout=same
+# EXPECT kernel=gather_checked_kernel error=CUDA_ERROR_ASSERT confidence=likely pysite=gather_checked assert="index out of range" stdout=same
+# (likely, measured on the H200: Triton's assert line names the function "unknown", so it cannot
+# pick among the streams with unfinished work; the right kernel still ranks first.)
 # REQUIRES: triton
 #
 # triton_assert.py: a Triton kernel's tl.device_assert fails while a second

@@ -44,13 +44,23 @@ fn the_assert_line_is_in_the_report_and_stdout_is_unchanged() {
         "{:?}",
         r.culprit_functions()
     );
-    // The text report shows it right under the culprit line.
+    // The text report's lead block shows it after the launching line, before the reporting call.
     let lines: Vec<&str> = r.stderr.lines().collect();
-    let at = lines
+    let at = |prefix: &str| lines.iter().position(|l| l.starts_with(prefix));
+    let assert_at = lines
         .iter()
-        .position(|l| l.starts_with("culprit [Exact]: #"))
-        .expect("culprit line");
-    assert_eq!(lines[at + 1], format!("    assert: {LINE}"), "{}", r.stderr);
+        .position(|l| *l == format!("assert:   {LINE}"))
+        .unwrap_or_else(|| panic!("no assert line: {}", r.stderr));
+    assert!(
+        at("launched:").is_some_and(|l| l < assert_at),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        at("reported:").is_some_and(|l| l > assert_at),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

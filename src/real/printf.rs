@@ -201,12 +201,28 @@ mod imp {
         slot.load(Ordering::Acquire)
     }
 
+    extern "C" {
+        /// glibc's standard streams (`<stdio.h>`).
+        static stdout: *mut c_void;
+        static stderr: *mut c_void;
+    }
+
+    /// Whether `f` is the process's stdout or stderr: the driver also writes other files with
+    /// the same functions (thread names into `/proc/self/task/TID/comm`, seen on the H200), and
+    /// only what it prints is an assert.
+    fn printed(f: *mut c_void) -> bool {
+        // SAFETY: reads glibc's two FILE pointers.
+        !f.is_null() && unsafe { f == stdout || f == stderr }
+    }
+
     unsafe extern "C" fn hook_vfprintf(
         f: *mut c_void,
         fmt: *const c_char,
         ap: *mut VaListTag,
     ) -> c_int {
-        capture(fmt, ap);
+        if printed(f) {
+            capture(fmt, ap);
+        }
         let r: Vfprintf = std::mem::transmute::<usize, Vfprintf>(real(&VFPRINTF));
         r(f, fmt, ap)
     }
@@ -217,13 +233,15 @@ mod imp {
         fmt: *const c_char,
         ap: *mut VaListTag,
     ) -> c_int {
-        capture(fmt, ap);
+        if printed(f) {
+            capture(fmt, ap);
+        }
         let r: VfprintfChk = std::mem::transmute::<usize, VfprintfChk>(real(&VFPRINTF_CHK));
         r(f, flag, fmt, ap)
     }
 
     unsafe extern "C" fn hook_fputs(s: *const c_char, f: *mut c_void) -> c_int {
-        if !s.is_null() {
+        if !s.is_null() && printed(f) {
             feed(CStr::from_ptr(s).to_bytes());
         }
         let r: Fputs = std::mem::transmute::<usize, Fputs>(real(&FPUTS));
@@ -245,7 +263,7 @@ mod imp {
         n: usize,
         f: *mut c_void,
     ) -> usize {
-        if !p.is_null() {
+        if !p.is_null() && printed(f) {
             if let Some(len) = size.checked_mul(n).filter(|&l| l <= 4096) {
                 feed(std::slice::from_raw_parts(p as *const u8, len));
             }
