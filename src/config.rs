@@ -176,21 +176,7 @@ pub fn pattern_problem(pattern: &str) -> Option<String> {
             "is not a path (give a path pattern such as cudablame-trace-%h-%p.json, or off)".into(),
         );
     }
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        if c == '%' {
-            match chars.next() {
-                Some('p' | 'h' | 'r' | '%') => {}
-                Some(o) => {
-                    return Some(format!(
-                        "unknown escape %{o} (known: %p pid, %h host, %r rank, %% a %)"
-                    ))
-                }
-                None => return Some("ends in a lone % (write %% for a %)".into()),
-            }
-        }
-    }
-    None
+    crate::report::pattern::escape_problem(pattern)
 }
 
 /// A value as echoed in a warning: quoted, escaped, cut to 64 characters.

@@ -84,5 +84,6 @@ fn main() -> ExitCode {
 #[allow(dead_code)]
 mod report {
     pub mod model;
+    pub mod pattern;
     pub mod text;
 }

@@ -24,26 +24,7 @@ pub fn expand_pattern(pattern: &str, pid: u32) -> String {
         .iter()
         .find_map(|v| std::env::var(v).ok()?.trim().parse::<u32>().ok())
         .unwrap_or(0);
-    let mut out = String::new();
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('p') => out.push_str(&pid.to_string()),
-            Some('h') => out.push_str(&host),
-            Some('r') => out.push_str(&rank.to_string()),
-            Some('%') => out.push('%'),
-            Some(o) => {
-                out.push('%');
-                out.push(o);
-            }
-            None => out.push('%'),
-        }
-    }
-    out
+    crate::report::pattern::expand(pattern, pid, &host, rank)
 }
 
 /// The directory a report or trace pattern writes into (for this process's pid: `run` execs the

@@ -4,6 +4,7 @@
 
 pub mod hints;
 pub mod model;
+pub mod pattern;
 pub mod sink;
 pub mod text;
 pub mod trace;

@@ -4,29 +4,7 @@
 use super::model::Report;
 use std::io::Write;
 
-/// Expands `%p` (pid), `%h` (host), `%r` (rank) and `%%` in a report path pattern.
-pub fn expand(pattern: &str, pid: u32, host: &str, rank: u32) -> String {
-    let mut out = String::new();
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('p') => out.push_str(&pid.to_string()),
-            Some('h') => out.push_str(host),
-            Some('r') => out.push_str(&rank.to_string()),
-            Some('%') => out.push('%'),
-            Some(other) => {
-                out.push('%');
-                out.push(other);
-            }
-            None => out.push('%'),
-        }
-    }
-    out
-}
+pub use super::pattern::expand;
 
 /// Writes the report to the expanded pattern and returns the path written (see [`write_new`]).
 /// Failures print one line on stderr and return `None`.
