@@ -57,6 +57,7 @@
 //! stack off, CPython 3.11 and 3.12 on a 2-core x86-64 VM; `shim-tests/programs/py_bench.py`):
 //! about 75 ns with 10 Python frames, 200 ns with 50 frames of which the default 32 are kept,
 //! 330 ns keeping all 50 (`CUDABLAME_PYTHON_DEPTH=64`): some 6 ns a frame plus 15 to 20 ns.
+#![deny(unsafe_op_in_unsafe_fn)]
 
 use crate::config::MAX_PYTHON_DEPTH;
 use crate::report::model::{Frame, PythonFrames};
@@ -500,7 +501,9 @@ pub fn version() -> Option<(u32, u32)> {
 /// state and frames, or from objects those keep alive.
 #[inline(always)]
 unsafe fn rd<T: Copy>(addr: usize) -> T {
-    (addr as *const T).read()
+    // SAFETY: this function's own contract (its doc and the callers' SAFETY comments): the
+    // addresses it reads are live objects of this thread's interpreter.
+    unsafe { (addr as *const T).read() }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -595,13 +598,17 @@ impl Runtime {
     /// The fingerprint of a live code object.
     #[inline(always)]
     unsafe fn fingerprint(&self, code: usize) -> Fingerprint {
-        let l = &self.layout;
-        Fingerprint {
-            firstlineno: rd::<i32>(code + l.co_firstlineno),
-            filename: rd::<usize>(code + l.co_filename),
-            name: rd::<usize>(code + l.co_name),
-            qualname: l.co_qualname.map_or(0, |o| rd::<usize>(code + o)),
-            linetable: rd::<usize>(code + l.co_linetable),
+        // SAFETY: this function's own contract (its doc and the callers' SAFETY comments): the
+        // addresses it reads are live objects of this thread's interpreter.
+        unsafe {
+            let l = &self.layout;
+            Fingerprint {
+                firstlineno: rd::<i32>(code + l.co_firstlineno),
+                filename: rd::<usize>(code + l.co_filename),
+                name: rd::<usize>(code + l.co_name),
+                qualname: l.co_qualname.map_or(0, |o| rd::<usize>(code + o)),
+                linetable: rd::<usize>(code + l.co_linetable),
+            }
         }
     }
 
@@ -609,144 +616,167 @@ impl Runtime {
     /// or the object unreadable.
     #[inline]
     unsafe fn intern(&self, code: usize, fp: Fingerprint) -> Option<&'static Entry> {
-        let t = table();
-        let mut i = slot_of(code);
-        for _ in 0..SLOTS {
-            match t.keys[i].load(Ordering::Acquire) {
-                k if k == code => {
-                    if let Some(e) = t.vals[i].load(Ordering::Acquire).as_ref() {
-                        if e.fingerprint == fp {
-                            return Some(e);
+        // SAFETY: this function's own contract (its doc and the callers' SAFETY comments): the
+        // addresses it reads are live objects of this thread's interpreter.
+        unsafe {
+            let t = table();
+            let mut i = slot_of(code);
+            for _ in 0..SLOTS {
+                match t.keys[i].load(Ordering::Acquire) {
+                    k if k == code => {
+                        if let Some(e) = t.vals[i].load(Ordering::Acquire).as_ref() {
+                            if e.fingerprint == fp {
+                                return Some(e);
+                            }
                         }
+                        break;
                     }
-                    break;
+                    0 => break,
+                    _ => i = (i + 1) & (SLOTS - 1),
                 }
-                0 => break,
-                _ => i = (i + 1) & (SLOTS - 1),
             }
+            self.insert(code, fp)
         }
-        self.insert(code, fp)
     }
 
     /// Cold: first sight of a code object (or of a new one at a reused address).
     #[cold]
     #[inline(never)]
     unsafe fn insert(&self, code: usize, fp: Fingerprint) -> Option<&'static Entry> {
-        let t = table();
-        // Bounded waits on cudablame's own locks: a lock left held by a thread that no longer
-        // exists (a fork from another thread) costs a frame, never a hang.
-        let mut used = t.insert.try_lock_for(LOCK_WAIT)?;
-        let mut i = slot_of(code);
-        let mut found = None;
-        for _ in 0..SLOTS {
-            let k = t.keys[i].load(Ordering::Relaxed);
-            if k == code || k == 0 {
-                found = Some((i, k == 0));
-                break;
+        // SAFETY: this function's own contract (its doc and the callers' SAFETY comments): the
+        // addresses it reads are live objects of this thread's interpreter.
+        unsafe {
+            let t = table();
+            // Bounded waits on cudablame's own locks: a lock left held by a thread that no longer
+            // exists (a fork from another thread) costs a frame, never a hang.
+            let mut used = t.insert.try_lock_for(LOCK_WAIT)?;
+            let mut i = slot_of(code);
+            let mut found = None;
+            for _ in 0..SLOTS {
+                let k = t.keys[i].load(Ordering::Relaxed);
+                if k == code || k == 0 {
+                    found = Some((i, k == 0));
+                    break;
+                }
+                i = (i + 1) & (SLOTS - 1);
             }
-            i = (i + 1) & (SLOTS - 1);
-        }
-        let (slot, fresh) = found?;
-        if !fresh {
-            if let Some(e) = t.vals[slot].load(Ordering::Acquire).as_ref() {
-                if e.fingerprint == fp {
-                    return Some(e); // another thread interned it meanwhile
+            let (slot, fresh) = found?;
+            if !fresh {
+                if let Some(e) = t.vals[slot].load(Ordering::Acquire).as_ref() {
+                    if e.fingerprint == fp {
+                        return Some(e); // another thread interned it meanwhile
+                    }
                 }
             }
+            if (fresh && used.0 >= MAX_KEYS) || used.1 >= MAX_ENTRIES {
+                return None;
+            }
+            let Some(mut e) = self.copy_code(code, fp) else {
+                LAYOUT_MISMATCH.store(true, Ordering::Relaxed);
+                return None;
+            };
+            let index = used.1 as u32;
+            e.index = index;
+            let p = Box::into_raw(Box::new(e));
+            t.entries[index as usize].store(p, Ordering::Release);
+            t.vals[slot].store(p, Ordering::Release);
+            if fresh {
+                t.keys[slot].store(code, Ordering::Release);
+                used.0 += 1;
+            }
+            used.1 += 1;
+            p.as_ref()
         }
-        if (fresh && used.0 >= MAX_KEYS) || used.1 >= MAX_ENTRIES {
-            return None;
-        }
-        let Some(mut e) = self.copy_code(code, fp) else {
-            LAYOUT_MISMATCH.store(true, Ordering::Relaxed);
-            return None;
-        };
-        let index = used.1 as u32;
-        e.index = index;
-        let p = Box::into_raw(Box::new(e));
-        t.entries[index as usize].store(p, Ordering::Release);
-        t.vals[slot].store(p, Ordering::Release);
-        if fresh {
-            t.keys[slot].store(code, Ordering::Release);
-            used.0 += 1;
-        }
-        used.1 += 1;
-        p.as_ref()
     }
 
     /// Copies what a report needs out of a live code object.
     unsafe fn copy_code(&self, code: usize, fp: Fingerprint) -> Option<Entry> {
-        let filename = self
-            .read_str(fp.filename)
-            .unwrap_or_else(|| "<unknown>".into());
-        let name = self.read_str(fp.name).unwrap_or_else(|| "<unknown>".into());
-        let function = match self.layout.co_qualname {
-            Some(_) => self.read_str(fp.qualname).unwrap_or_else(|| name.clone()),
-            None => name.clone(),
-        };
-        let linetable = self.read_bytes(fp.linetable)?;
-        let _ = code;
-        Some(Entry {
-            index: 0,
-            fingerprint: fp,
-            flags: classify(&filename, &name),
-            filename: filename.into(),
-            function: function.into(),
-            firstlineno: fp.firstlineno,
-            lines: self.layout.lines,
-            linetable: linetable.into(),
-        })
+        // SAFETY: this function's own contract (its doc and the callers' SAFETY comments): the
+        // addresses it reads are live objects of this thread's interpreter.
+        unsafe {
+            let filename = self
+                .read_str(fp.filename)
+                .unwrap_or_else(|| "<unknown>".into());
+            let name = self.read_str(fp.name).unwrap_or_else(|| "<unknown>".into());
+            let function = match self.layout.co_qualname {
+                Some(_) => self.read_str(fp.qualname).unwrap_or_else(|| name.clone()),
+                None => name.clone(),
+            };
+            let linetable = self.read_bytes(fp.linetable)?;
+            let _ = code;
+            Some(Entry {
+                index: 0,
+                fingerprint: fp,
+                flags: classify(&filename, &name),
+                filename: filename.into(),
+                function: function.into(),
+                firstlineno: fp.firstlineno,
+                lines: self.layout.lines,
+                linetable: linetable.into(),
+            })
+        }
     }
 
     /// The characters of a compact `str` (all names and file names of code objects are).
     unsafe fn read_str(&self, obj: usize) -> Option<String> {
-        let l = &self.layout;
-        if obj == 0 || rd::<usize>(obj + l.ob_type) != self.unicode_type {
-            return None;
-        }
-        let len = rd::<isize>(obj + l.str_length);
-        if !(0..=MAX_TEXT as isize).contains(&len) {
-            return None;
-        }
-        let len = len as usize;
-        // state: interned:2, kind:3, compact:1, ascii:1 (low bits first; 3.10 to 3.13).
-        let state = rd::<u32>(obj + l.str_state);
-        let (kind, compact, ascii) = ((state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1);
-        if compact == 0 {
-            return None;
-        }
-        let data = obj
-            + if ascii == 1 {
-                l.ascii_size
-            } else {
-                l.compact_size
+        // SAFETY: this function's own contract (its doc and the callers' SAFETY comments): the
+        // addresses it reads are live objects of this thread's interpreter.
+        unsafe {
+            let l = &self.layout;
+            if obj == 0 || rd::<usize>(obj + l.ob_type) != self.unicode_type {
+                return None;
+            }
+            let len = rd::<isize>(obj + l.str_length);
+            if !(0..=MAX_TEXT as isize).contains(&len) {
+                return None;
+            }
+            let len = len as usize;
+            // state: interned:2, kind:3, compact:1, ascii:1 (low bits first; 3.10 to 3.13).
+            let state = rd::<u32>(obj + l.str_state);
+            let (kind, compact, ascii) = ((state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1);
+            if compact == 0 {
+                return None;
+            }
+            let data = obj
+                + if ascii == 1 {
+                    l.ascii_size
+                } else {
+                    l.compact_size
+                };
+            let s = match kind {
+                1 => std::slice::from_raw_parts(data as *const u8, len)
+                    .iter()
+                    .map(|&b| b as char)
+                    .collect(),
+                2 => String::from_utf16_lossy(std::slice::from_raw_parts(data as *const u16, len)),
+                4 => std::slice::from_raw_parts(data as *const u32, len)
+                    .iter()
+                    .map(|&c| char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER))
+                    .collect(),
+                _ => return None,
             };
-        let s = match kind {
-            1 => std::slice::from_raw_parts(data as *const u8, len)
-                .iter()
-                .map(|&b| b as char)
-                .collect(),
-            2 => String::from_utf16_lossy(std::slice::from_raw_parts(data as *const u16, len)),
-            4 => std::slice::from_raw_parts(data as *const u32, len)
-                .iter()
-                .map(|&c| char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER))
-                .collect(),
-            _ => return None,
-        };
-        Some(s)
+            Some(s)
+        }
     }
 
     /// The bytes of a `bytes` object (the line table).
     unsafe fn read_bytes(&self, obj: usize) -> Option<Vec<u8>> {
-        let l = &self.layout;
-        if obj == 0 || rd::<usize>(obj + l.ob_type) != self.bytes_type {
-            return None;
+        // SAFETY: this function's own contract (its doc and the callers' SAFETY comments): the
+        // addresses it reads are live objects of this thread's interpreter.
+        unsafe {
+            let l = &self.layout;
+            if obj == 0 || rd::<usize>(obj + l.ob_type) != self.bytes_type {
+                return None;
+            }
+            let len = rd::<isize>(obj + l.bytes_size);
+            if !(0..=MAX_LINETABLE as isize).contains(&len) {
+                return None;
+            }
+            Some(
+                std::slice::from_raw_parts((obj + l.bytes_sval) as *const u8, len as usize)
+                    .to_vec(),
+            )
         }
-        let len = rd::<isize>(obj + l.bytes_size);
-        if !(0..=MAX_LINETABLE as isize).contains(&len) {
-            return None;
-        }
-        Some(std::slice::from_raw_parts((obj + l.bytes_sval) as *const u8, len as usize).to_vec())
     }
 }
 
@@ -935,76 +965,80 @@ impl Runtime {
         s: &mut PythonStack,
         recent: &mut RecentCode,
     ) -> bool {
-        let l = &self.layout;
-        if rd::<usize>(ts + l.ts_thread_id) != libc::pthread_self() as usize {
-            LAYOUT_MISMATCH.store(true, Ordering::Relaxed);
-            return false;
-        }
-        let mut f = match l.chain {
-            Chain::Frame310 | Chain::Direct => rd::<usize>(ts + l.ts_frame),
-            Chain::CFrame => match rd::<usize>(ts + l.ts_frame) {
-                0 => 0,
-                cframe => rd::<usize>(cframe + l.cframe_current),
-            },
-        };
-        let mut backward = false;
-        let mut steps = 0;
-        while f != 0 && steps < MAX_WALK {
-            steps += 1;
-            let next = rd::<usize>(f + l.fr_previous);
-            if let Some(owner) = l.fr_owner {
-                if rd::<u8>(f + owner) == FRAME_OWNED_BY_CSTACK {
-                    f = next; // an entry frame of the interpreter, not Python code
-                    continue;
-                }
-            }
-            let code = rd::<usize>(f + l.fr_code);
-            if code == 0 || rd::<usize>(code + l.ob_type) != self.code_type {
-                if l.chain == Chain::Direct {
-                    f = next; // 3.13: f_executable may be None or another callable's object
-                    continue;
-                }
+        // SAFETY: this function's own contract (its doc and the callers' SAFETY comments): the
+        // addresses it reads are live objects of this thread's interpreter.
+        unsafe {
+            let l = &self.layout;
+            if rd::<usize>(ts + l.ts_thread_id) != libc::pthread_self() as usize {
                 LAYOUT_MISMATCH.store(true, Ordering::Relaxed);
-                break;
+                return false;
             }
-            if s.len as usize >= depth {
-                s.truncated = true;
-                break;
-            }
-            let offset = match l.chain {
-                Chain::Frame310 => match rd::<i32>(f + l.fr_instr) {
-                    lasti if lasti < 0 => -1,
-                    lasti => lasti.saturating_mul(2), // code units -> bytes
+            let mut f = match l.chain {
+                Chain::Frame310 | Chain::Direct => rd::<usize>(ts + l.ts_frame),
+                Chain::CFrame => match rd::<usize>(ts + l.ts_frame) {
+                    0 => 0,
+                    cframe => rd::<usize>(cframe + l.cframe_current),
                 },
-                _ => {
-                    let ip = rd::<usize>(f + l.fr_instr);
-                    let start = code + l.co_code;
-                    if ip < start {
-                        -1
-                    } else {
-                        (ip - start).min(i32::MAX as usize) as i32
+            };
+            let mut backward = false;
+            let mut steps = 0;
+            while f != 0 && steps < MAX_WALK {
+                steps += 1;
+                let next = rd::<usize>(f + l.fr_previous);
+                if let Some(owner) = l.fr_owner {
+                    if rd::<u8>(f + owner) == FRAME_OWNED_BY_CSTACK {
+                        f = next; // an entry frame of the interpreter, not Python code
+                        continue;
                     }
                 }
-            };
-            let fp = self.fingerprint(code);
-            let slot = &mut recent[(code >> 4) % RECENT];
-            let (entry, flags) = if slot.0 == code && slot.1 == fp {
-                (slot.2, slot.3)
-            } else {
-                match self.intern(code, fp) {
-                    Some(e) => {
-                        *slot = (code, fp, e.index, e.flags);
-                        (e.index, e.flags)
+                let code = rd::<usize>(f + l.fr_code);
+                if code == 0 || rd::<usize>(code + l.ob_type) != self.code_type {
+                    if l.chain == Chain::Direct {
+                        f = next; // 3.13: f_executable may be None or another callable's object
+                        continue;
                     }
-                    None => (UNKNOWN, 0),
+                    LAYOUT_MISMATCH.store(true, Ordering::Relaxed);
+                    break;
                 }
-            };
-            backward |= flags & FLAG_BACKWARD_ENTRY != 0;
-            s.frames[s.len as usize] = FrameRef { entry, offset };
-            s.len += 1;
-            f = next;
+                if s.len as usize >= depth {
+                    s.truncated = true;
+                    break;
+                }
+                let offset = match l.chain {
+                    Chain::Frame310 => match rd::<i32>(f + l.fr_instr) {
+                        lasti if lasti < 0 => -1,
+                        lasti => lasti.saturating_mul(2), // code units -> bytes
+                    },
+                    _ => {
+                        let ip = rd::<usize>(f + l.fr_instr);
+                        let start = code + l.co_code;
+                        if ip < start {
+                            -1
+                        } else {
+                            (ip - start).min(i32::MAX as usize) as i32
+                        }
+                    }
+                };
+                let fp = self.fingerprint(code);
+                let slot = &mut recent[(code >> 4) % RECENT];
+                let (entry, flags) = if slot.0 == code && slot.1 == fp {
+                    (slot.2, slot.3)
+                } else {
+                    match self.intern(code, fp) {
+                        Some(e) => {
+                            *slot = (code, fp, e.index, e.flags);
+                            (e.index, e.flags)
+                        }
+                        None => (UNKNOWN, 0),
+                    }
+                };
+                backward |= flags & FLAG_BACKWARD_ENTRY != 0;
+                s.frames[s.len as usize] = FrameRef { entry, offset };
+                s.len += 1;
+                f = next;
+            }
+            backward
         }
-        backward
     }
 }
 
