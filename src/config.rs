@@ -30,7 +30,8 @@ pub struct Config {
     /// frames not counted.
     pub stack_depth: usize,
     /// `CUDABLAME_STACK_BYTES`: bytes of the launching thread's stack copied per launch, from
-    /// the driver entry point's frame upwards, 1024..=65536 (default 8192). Frames beyond the
+    /// the driver entry point's frame upwards, 4096..=65536 (default 8192; below 4096 the entry
+    /// point's own frame, the hook inlined into it, can fill the copy). Frames beyond the
     /// copy are not shown.
     pub stack_bytes: usize,
     /// `CUDABLAME_RING`: ops kept per stream, 16..=65536 (default 256).
@@ -173,7 +174,7 @@ pub fn pattern_problem(pattern: &str) -> Option<String> {
         .any(|w| pattern.eq_ignore_ascii_case(w))
     {
         return Some(
-            "is not a path (give a path pattern such as cudablame-trace-%h-%p.json, or off)".into(),
+            "is not a path (give a path pattern such as reports/cb-%h-%p.json, or off)".into(),
         );
     }
     crate::report::pattern::escape_problem(pattern)
@@ -287,7 +288,7 @@ impl Config {
             c.stack_depth = number("CUDABLAME_STACK_DEPTH", &v, 1, MAX_STACK_DEPTH, 16, &mut w);
         }
         if let Some(v) = get("CUDABLAME_STACK_BYTES") {
-            c.stack_bytes = number("CUDABLAME_STACK_BYTES", &v, 1024, 65536, 8192, &mut w);
+            c.stack_bytes = number("CUDABLAME_STACK_BYTES", &v, 4096, 65536, 8192, &mut w);
         }
         if let Some(v) = get("CUDABLAME_RING") {
             c.ring = number("CUDABLAME_RING", &v, 16, 65536, 256, &mut w);

@@ -51,6 +51,11 @@ fn install_dirs() -> Vec<PathBuf> {
         pythons.sort();
         dirs.extend(pythons);
     }
+    // Last, for a command that carries no copy: where the workspace build of the tree it was
+    // built from leaves them.
+    if embedded::LIB.is_empty() && !embedded::BUILT_IN.is_empty() {
+        dirs.push(PathBuf::from(embedded::BUILT_IN));
+    }
     dirs
 }
 
@@ -97,7 +102,8 @@ fn find(name: &str, first: &[PathBuf], embedded: &[u8]) -> Result<PathBuf, Strin
     if embedded.is_empty() {
         return Err(format!(
             "{name} not found (looked in {tried}; this command was built without an embedded copy: \
-             build it with `cargo build --release --workspace`, or install with pip or cargo install)"
+             build it with `cargo build --release --workspace` in the source tree, or install with pip, \
+             or with `CUDABLAME_EMBED=1 cargo install --path .`)"
         ));
     }
     extract(name, embedded).map_err(|e| {

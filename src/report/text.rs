@@ -37,7 +37,10 @@ fn native_limit(out: &mut String, python: &[Frame], verbose: bool) -> usize {
 /// Prints native frames: up to the program's `main`, at most `limit`.
 fn frames(out: &mut String, frames: &[Frame], limit: usize) {
     if frames.is_empty() {
-        out.push_str("        (no stack: CUDABLAME_STACK=off)\n");
+        out.push_str(
+            "        (no native stack: CUDABLAME_STACK=off, or the copy of the stack \
+             (CUDABLAME_STACK_BYTES) held no frame of the program)\n",
+        );
     }
     // The program's `main` ends what is worth reading; runtime start-up frames stay in the JSON.
     let shown = frames
@@ -209,6 +212,12 @@ fn op_line(o: &Op) -> String {
 /// `void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)` gives
 /// `vectorized_elementwise_kernel`.
 pub fn brief(name: &str) -> String {
+    // A graph launch is named by all its kernels ("graph: a, b, c"), each shortened: never by
+    // the last one alone (that would name one node as the culprit).
+    if let Some(kernels) = name.strip_prefix("graph: ") {
+        let parts: Vec<String> = split_top_level(kernels).iter().map(|k| brief(k)).collect();
+        return format!("graph: {}", parts.join(", "));
+    }
     // The qualified name: the text outside `<...>` up to the parameter list.
     let name = name.replace("(anonymous namespace)", "{anonymous}");
     let mut head = String::new();
@@ -230,6 +239,24 @@ pub fn brief(name: &str) -> String {
     } else {
         base.to_string()
     }
+}
+
+/// Splits `a, b<c, d>, e(f, g)` at the commas outside brackets.
+fn split_top_level(list: &str) -> Vec<&str> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0usize, 0);
+    for (i, c) in list.char_indices() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' | ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(list[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(list[start..].trim());
+    parts
 }
 
 /// An op in a few words: `#4 oob_write`, `#1 memcpy 64 B (sync)`, `#2 graph launch`.
@@ -758,6 +785,15 @@ pub mod tests {
             ],
         }))
         .expect("sample report deserializes")
+    }
+
+    #[test]
+    fn a_graph_is_named_by_all_its_kernels_never_by_its_last() {
+        assert_eq!(
+            brief("graph: void at::k<int, float>(int*, float), oob_write(int*), quick"),
+            "graph: k, oob_write, quick"
+        );
+        assert_eq!(brief("void at::native::k<4>(int)"), "k");
     }
 
     #[test]
