@@ -20,21 +20,8 @@ fn main() {
     println!("cargo:rerun-if-env-changed=CUDABLAME_EMBED");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("manifest dir"));
-    // Where a workspace build of this tree leaves the libraries (<target>/<profile>): the last
-    // place an installed command without an embedded copy looks (`cargo install --path .` from a
-    // clone builds in the clone's own target/ and does not embed).
-    let built_in = out
-        .ancestors()
-        .nth(3)
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let built_line = format!(
-        "pub const BUILT_IN: &str = {:?};\n",
-        built_in.display().to_string()
-    );
-    let empty = format!(
-        "pub const LIB: &[u8] = &[];\npub const FAKE: &[u8] = &[];\npub const HASH: &str = \"\";\n{built_line}"
-    );
+    let empty =
+        "pub const LIB: &[u8] = &[];\npub const FAKE: &[u8] = &[];\npub const HASH: &str = \"\";\n";
     let inner = std::env::var_os("CUDABLAME_EMBED_INNER").is_some();
     // OUT_DIR = <target>/<profile>/build/<package>-<hash>/out
     let target_dir = out.ancestors().nth(4).map(Path::to_path_buf);
@@ -48,7 +35,7 @@ fn main() {
         _ => std::env::var_os("CARGO_FEATURE_EMBED").is_some() || !own_target,
     };
     if inner || !embed {
-        write(&out.join("embedded.rs"), &empty);
+        write(&out.join("embedded.rs"), empty);
         return;
     }
     println!("cargo:rerun-if-changed=src");
@@ -81,7 +68,7 @@ fn main() {
     if std::env::var("CARGO_CFG_TARGET_ARCH").ok().as_deref() != Some(std::env::consts::ARCH) {
         // Cross builds would need the target triple; not supported.
         println!("cargo:warning=cross build: libcudablame.so is not embedded");
-        write(&out.join("embedded.rs"), &empty);
+        write(&out.join("embedded.rs"), empty);
         return;
     }
     cmd.env("CUDABLAME_EMBED_INNER", "1")
@@ -124,7 +111,7 @@ fn main() {
     write(
         &out.join("embedded.rs"),
         &format!(
-            "pub const LIB: &[u8] = include_bytes!({:?});\n{fake_line}pub const HASH: &str = \"{h:016x}\";\n{built_line}",
+            "pub const LIB: &[u8] = include_bytes!({:?});\n{fake_line}pub const HASH: &str = \"{h:016x}\";\n",
             lib.display().to_string()
         ),
     );

@@ -51,11 +51,6 @@ fn install_dirs() -> Vec<PathBuf> {
         pythons.sort();
         dirs.extend(pythons);
     }
-    // Last, for a command that carries no copy: where the workspace build of the tree it was
-    // built from leaves them.
-    if embedded::LIB.is_empty() && !embedded::BUILT_IN.is_empty() {
-        dirs.push(PathBuf::from(embedded::BUILT_IN));
-    }
     dirs
 }
 
