@@ -246,6 +246,20 @@ fn a_launch_that_fails_by_itself_is_its_own_culprit() {
         .iter()
         .any(|n| n == "launch_bad_kernel"));
     assert_eq!(rep["reporting_call"]["entry_point"], "cuLaunchKernel");
+    // The text says the launch failed by itself, not that it "only noticed" an earlier error.
+    assert!(
+        r.stderr
+            .contains("culprit:  quick  (the launch itself failed, exact)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("(cuLaunchKernel, the failing launch itself)"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("only noticed"), "{}", r.stderr);
     assert_eq!(
         r.stderr.matches("==== cudablame:").count(),
         1,

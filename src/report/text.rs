@@ -552,11 +552,12 @@ fn lead(out: &mut String, r: &Report, device_assert: Option<&str>) {
                 (Some(k), _) => brief(k),
                 _ => op_brief(o),
             };
-            let _ = writeln!(
-                out,
-                "{:<10}{name}  (op #{}, {confidence})",
-                "culprit:", o.seq
-            );
+            let which = if failed_itself(r) {
+                "the launch itself failed".to_string()
+            } else {
+                format!("op #{}", o.seq)
+            };
+            let _ = writeln!(out, "{:<10}{name}  ({which}, {confidence})", "culprit:");
             match program_frame(&o.python, &o.stack, o.kernel.as_deref()) {
                 Some(f) => site(out, "launched:", f, ""),
                 None => {
@@ -579,13 +580,23 @@ fn lead(out: &mut String, r: &Report, device_assert: Option<&str>) {
         let _ = writeln!(out, "{:<10}{hint}", "hint:");
     }
     let c = &r.reporting_call;
-    let noticed = format!(" ({}, which only noticed the error)", c.entry_point);
+    let noticed = if failed_itself(r) {
+        format!(" ({}, the failing launch itself)", c.entry_point)
+    } else {
+        format!(" ({}, which only noticed the error)", c.entry_point)
+    };
     match program_frame(&c.python, &c.stack, None) {
         Some(f) => site(out, "reported:", f, &noticed),
         None => {
             let _ = writeln!(out, "{:<10}{}{noticed}", "reported:", c.entry_point);
         }
     }
+}
+
+/// Whether the culprit is a launch the driver refused by itself: it was never enqueued, so it
+/// has no sequence number (0) and is also the reporting call.
+fn failed_itself(r: &Report) -> bool {
+    r.culprit.op.as_ref().is_some_and(|o| o.seq == 0)
 }
 
 /// Text cut to about `n` characters at a word boundary.
@@ -671,13 +682,18 @@ pub fn render_with(r: &Report, device_assert: Option<&str>, verbose: bool) -> St
     let c = &r.reporting_call;
     let _ = writeln!(
         out,
-        "reported by: {} (thread {}{}), which only noticed the error:",
+        "reported by: {} (thread {}{}), {}:",
         c.entry_point,
         c.thread,
         c.stream
             .as_deref()
             .map(|s| format!(", stream {s}"))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        if failed_itself(r) {
+            "the failing launch itself"
+        } else {
+            "which only noticed the error"
+        }
     );
     stacks(&mut out, &c.python, &c.stack, verbose);
     if let Some(note) = &c.python_note {
