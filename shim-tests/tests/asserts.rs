@@ -10,6 +10,21 @@ fn asserts() -> std::path::PathBuf {
     compile("asserts", true)
 }
 
+/// Runs `scenario` without and with the shim: the same stdout, and an `exact` culprit. Returns
+/// the shim's run.
+fn exact_and_unchanged(scenario: &str) -> Run {
+    let plain = run(&asserts(), &[scenario], false, &[]);
+    let r = run(&asserts(), &[scenario], true, &[]);
+    assert_eq!(r.stdout, plain.stdout);
+    let rep = r.report();
+    assert_eq!(
+        rep["culprit"]["confidence"], "exact",
+        "{}",
+        rep["culprit"]["reason"]
+    );
+    r
+}
+
 const LINE: &str =
     "fake_kernels.cu:42: check_kernel: block: [0,0,0], thread: [1,0,0] Assertion `i<n` failed.";
 
@@ -65,15 +80,8 @@ fn the_assert_line_is_in_the_report_and_stdout_is_unchanged() {
 
 #[test]
 fn two_busy_streams_and_an_assert_are_exact() {
-    let plain = run(&asserts(), &["two_busy"], false, &[]);
-    let r = run(&asserts(), &["two_busy"], true, &[]);
-    assert_eq!(r.stdout, plain.stdout);
+    let r = exact_and_unchanged("two_busy");
     let rep = r.report();
-    assert_eq!(
-        rep["culprit"]["confidence"], "exact",
-        "{}",
-        rep["culprit"]["reason"]
-    );
     assert_eq!(r.culprit()["kernel"], "check_kernel");
     let reason = rep["culprit"]["reason"].as_str().unwrap();
     assert!(reason.contains("device-side assert"), "{reason}");
@@ -108,15 +116,8 @@ fn two_busy_streams_without_an_assert_are_likely_with_every_candidate() {
 
 #[test]
 fn an_assert_inside_a_graph_launch_is_exact() {
-    let plain = run(&asserts(), &["graph"], false, &[]);
-    let r = run(&asserts(), &["graph"], true, &[]);
-    assert_eq!(r.stdout, plain.stdout);
+    let r = exact_and_unchanged("graph");
     let rep = r.report();
-    assert_eq!(
-        rep["culprit"]["confidence"], "exact",
-        "{}",
-        rep["culprit"]["reason"]
-    );
     assert_eq!(r.culprit()["kind"], "graph");
     assert_eq!(r.culprit()["kernel"], "graph: fill, check_kernel");
     assert_eq!(rep["culprit"]["device_assert"]["matches_culprit"], true);

@@ -521,7 +521,7 @@ pub fn enqueue(
             graphs::captured(op);
             return;
         }
-        let copy = (cfg.stack == StackMode::Native).then_some((entry, cfg.stack_bytes));
+        let copy = stack_copy(cfg, entry);
         copied = copy.map_or(0, |c| c.1);
         op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
         state.issued.store(op.seq, Ordering::Release);
@@ -541,13 +541,22 @@ pub fn enqueue(
 /// into the hooked entry point (`entry`) outwards, unwound now and kept, under the configured
 /// `CUDABLAME_STACK` mode.
 fn keep_live_stack(now_ns: u64, entry: &EntryRegs) -> StackRef {
+    crate::stack::keep(live_stack(now_ns, entry))
+}
+
+/// The live native stack under the configured `CUDABLAME_STACK` mode (empty when off).
+fn live_stack(now_ns: u64, entry: &EntryRegs) -> NativeStack {
     let cfg = config::get();
     match cfg.stack {
-        StackMode::Native => {
-            crate::stack::keep(NativeStack::capture(cfg.stack_depth, now_ns, Some(entry)))
-        }
-        StackMode::Off => StackRef::None,
+        StackMode::Native => NativeStack::capture(cfg.stack_depth, now_ns, Some(entry)),
+        StackMode::Off => NativeStack::EMPTY,
     }
+}
+
+/// What a recorded op's stack copy is taken from under the configured `CUDABLAME_STACK` mode:
+/// the entry point's registers and `CUDABLAME_STACK_BYTES` (none when off).
+fn stack_copy<'a>(cfg: &config::Config, entry: &'a EntryRegs) -> Option<(&'a EntryRegs, usize)> {
+    (cfg.stack == StackMode::Native).then_some((entry, cfg.stack_bytes))
 }
 
 fn prepare(
@@ -593,7 +602,7 @@ fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &
     let (state, mut op) = prepare(driver, ep, launch);
     op.synchronous = complete;
     let cfg = config::get();
-    let copy = (!complete && cfg.stack == StackMode::Native).then_some((entry, cfg.stack_bytes));
+    let copy = stack_copy(cfg, entry).filter(|_| !complete);
     let mut ops = state.ops.lock();
     op.seq = ops.push(op, cfg.ring, copy, &|| state.completed_now());
     state.issued.store(op.seq, Ordering::Release);
@@ -691,11 +700,7 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, 
                 let thread = thread_id();
                 let id = StreamId::resolve(stream, ep.per_thread_default(), thread);
                 let now = now_ns();
-                let cfg = config::get();
-                let stack = match cfg.stack {
-                    StackMode::Native => NativeStack::capture(cfg.stack_depth, now, Some(entry)),
-                    StackMode::Off => NativeStack::EMPTY,
-                };
+                let stack = live_stack(now, entry);
                 graphs::begin(streams::context_of(driver, id), id, stack, thread, now);
             }
         }

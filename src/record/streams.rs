@@ -167,7 +167,8 @@ impl Ring {
         let i = self.next_copy;
         self.next_copy = (i + 1) % STACK_COPIES;
         let leaving = self.copies[i].seq;
-        if leaving != 0 && self.held_stacks.len() < HELD_STACKS && self.unproven(leaving, completed)
+        // `unproven` first: it also forgets held stacks proven by now, making room.
+        if leaving != 0 && self.unproven(leaving, completed) && self.held_stacks.len() < HELD_STACKS
         {
             let depth = crate::config::get().stack_depth;
             self.held_stacks
@@ -185,8 +186,7 @@ impl Ring {
             .iter()
             .filter(|o| o.seq < front)
             .chain(self.ops.iter())
-            .map(|&o| {
-                let mut o = o;
+            .map(|&(mut o)| {
                 if o.stack == StackRef::Copied {
                     let copy = self.copies.iter().find(|c| c.seq == o.seq);
                     let held = self.held_stacks.iter().find(|h| h.0 == o.seq);
