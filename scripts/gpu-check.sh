@@ -31,7 +31,7 @@
 #     pysite   substring of some culprit.op.python_stack[].function; a comma
 #              list: each must be in some frame
 #     hint     substring of culprit.hint (the one line of advice for well-known
-#              loss and indexing kernels, src/report/hints.rs)
+#              loss and indexing kernels, crates/report/src/hints.rs)
 #     assert   substring of culprit.device_assert.text (the device-side assert
 #              line the driver printed, captured by the shim); assert=any: any
 #     stdout   "same": the program's stdout must be byte for byte the same with

@@ -5,7 +5,7 @@
 #      `cudablame demo` (simulated driver), `cudablame run -- python3 <script>` (a Python program
 #      faulting on the simulated driver: the report must name its kernel and Python line) and
 #      `python -m cudablame`;
-#   2. `cargo install --path .` into a temporary --root; `cudablame run -- /bin/true` and
+#   2. `cargo install --path crates/cli` into a temporary --root; `cudablame run -- /bin/true` and
 #      `cudablame demo` from there, with an empty HOME (the embedded library is extracted there).
 # Each check prints "ok NAME" or "FAILED NAME" with its log; the last line is "N passed, M failed".
 # Build output goes to target/wheel-* and target/install (incremental on reruns).
@@ -95,7 +95,7 @@ wheel_checks() {
 
 cargo_checks() {
     local croot="$work/cargo-root"
-    check "cargo install --path ." cargo install --quiet --path . --root "$croot" --target-dir "$root/target/install"
+    check "cargo install --path crates/cli" cargo install --quiet --path crates/cli --root "$croot" --target-dir "$root/target/install"
     check "cargo-installed: cudablame run -- /bin/true" as_user "$croot/bin" cudablame run -- /bin/true
     check "cargo-installed: cudablame demo (simulated)" \
         as_user "$croot/bin" sh -c 'cudablame demo --simulated --report-dir "$TMPDIR" 2>&1 | tee /dev/stderr | grep -q "names histogram_oob (exact), launched from .*enqueue_histogram"'

@@ -2,12 +2,9 @@
 //! on stderr, written as JSON and, with `CUDABLAME_TRACE`, as a Chrome trace. Everything slow
 //! (kernel names, symbolization) happens here.
 
-pub mod hints;
-pub mod model;
-pub mod pattern;
 pub mod sink;
-pub mod text;
-pub mod trace;
+
+pub use cudablame_report::{hints, model, pattern, text, trace};
 
 use crate::blame::{self, Confidence};
 use crate::config;

@@ -1,6 +1,6 @@
 //! `cudablame show REPORT.json...`: JSON reports rendered as the text cudablame prints on stderr.
 
-use crate::report::{model::Report, text};
+use cudablame_report::{model::Report, text};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -116,14 +116,19 @@ pub fn parse(bytes: &[u8]) -> Result<Report, String> {
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| format!("invalid JSON ({e})"))?;
     match value.get("schema").and_then(|s| s.as_str()) {
-        Some(crate::report::model::SCHEMA) => {}
+        Some(cudablame_report::model::SCHEMA) => {}
         Some(other) => {
             return Err(format!(
                 "schema is {other:?}, expected {:?}",
-                crate::report::model::SCHEMA
+                cudablame_report::model::SCHEMA
             ))
         }
-        None => return Err(format!("no \"schema\": {:?}", crate::report::model::SCHEMA)),
+        None => {
+            return Err(format!(
+                "no \"schema\": {:?}",
+                cudablame_report::model::SCHEMA
+            ))
+        }
     }
     serde_json::from_value(value).map_err(|e| e.to_string())
 }

@@ -1,10 +1,5 @@
-//! Subcommands of the `cudablame` binary.
-
-pub mod demo;
-pub mod locate;
-pub mod run;
-pub mod show;
-pub mod summary;
+//! Helpers shared by the subcommands: report path patterns as the library expands them, the
+//! `LD_PRELOAD` value.
 
 /// Expands a report or trace path pattern as the library does (`report::sink::expand`: `%p`,
 /// `%h`, `%r`, `%%`) for a process of pid `pid` started by this command with its environment.
@@ -24,7 +19,7 @@ pub fn expand_pattern(pattern: &str, pid: u32) -> String {
         .iter()
         .find_map(|v| std::env::var(v).ok()?.trim().parse::<u32>().ok())
         .unwrap_or(0);
-    crate::report::pattern::expand(pattern, pid, &host, rank)
+    cudablame_report::pattern::expand(pattern, pid, &host, rank)
 }
 
 /// The directory a report or trace pattern writes into (for this process's pid: `run` execs the

@@ -9,8 +9,8 @@
 //!
 //! Built from the report model only (serde and std).
 
-use super::model::{Frame, Op, Report};
-use super::text::{op_brief, recorded_ops};
+use crate::model::{Frame, Op, Report};
+use crate::text::{op_brief, recorded_ops};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -194,7 +194,7 @@ pub fn build(r: &Report) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::text::tests::sample;
+    use crate::fixtures::sample;
 
     #[test]
     fn one_track_per_thread_and_stream_and_one_culprit() {

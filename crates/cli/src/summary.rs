@@ -2,9 +2,9 @@
 //! failed first. In a collective job one rank's fault brings the others down with it (their own
 //! sticky errors, NCCL timeouts, watchdogs): the first error in wall-clock time is the one to read.
 
-use super::show;
-use crate::report::model::{Confidence, Report, SCHEMA};
-use crate::report::text::{brief, op_brief};
+use crate::show;
+use cudablame_report::model::{Confidence, Report, SCHEMA};
+use cudablame_report::text::{brief, op_brief};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -501,7 +501,7 @@ fn fit(s: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::text::tests::sample;
+    use cudablame_report::fixtures::sample;
 
     fn found(rank: u32, pid: u32, dt_ms: i64, world: Option<u32>) -> Found {
         let mut report = sample();

@@ -101,7 +101,7 @@ fn is_fake(handle: *mut c_void) -> bool {
 }
 
 pub fn demo(args: DemoArgs) -> ExitCode {
-    let lib = match super::locate::library(None) {
+    let lib = match crate::locate::library(None) {
         Ok(lib) => lib,
         Err(e) => {
             eprintln!("cudablame demo: {e}");
@@ -140,7 +140,7 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             lib.display()
         );
     } else {
-        let fake = match super::locate::simulated_driver(Some(&lib)) {
+        let fake = match crate::locate::simulated_driver(Some(&lib)) {
             Ok(f) => f,
             Err(e) => {
                 eprintln!("cudablame demo: no GPU here, and the simulated driver: {e}");
@@ -173,7 +173,7 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         }
     };
     eprintln!("cudablame demo: the demo program exited with {status}: it got the CUDA error, as it would without cudablame");
-    let path = super::expand_pattern(&report, pid);
+    let path = crate::common::expand_pattern(&report, pid);
     // A report of this run: an older file of a reused pid would have an earlier error time.
     match std::fs::read(&path)
         .ok()
@@ -216,12 +216,16 @@ type Gpa =
 unsafe fn entry<T: Copy>(gpa: Gpa, name: &CStr) -> T {
     let mut p: *mut c_void = std::ptr::null_mut();
     let mut status = 0;
+    // SAFETY: `gpa` is the driver's cuGetProcAddress_v2 (the caller's contract); the name is
+    // NUL-terminated and both out-pointers are valid locals.
     let rc = unsafe { gpa(name.as_ptr(), &mut p, 12000, 0, &mut status) };
     if rc != 0 || p.is_null() {
         eprintln!("demo: the driver has no {}", name.to_string_lossy());
         std::process::exit(3);
     }
     assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: `T` is a function-pointer type of pointer size (asserted above) matching the
+    // entry point's prototype (the caller's contract); `p` is non-null.
     unsafe { std::mem::transmute_copy(&p) }
 }
 

@@ -61,7 +61,7 @@ pub struct RunArgs {
 /// Replaces this process with the program (so the exit status and signals are the program's own).
 /// Exits 127 when the program (or the library) is not found, 126 when it cannot be executed.
 pub fn run(args: RunArgs) -> ExitCode {
-    let lib = match super::locate::library(args.lib.as_deref()) {
+    let lib = match crate::locate::library(args.lib.as_deref()) {
         Ok(lib) => lib,
         Err(e) => {
             eprintln!("cudablame run: {e}");
@@ -88,7 +88,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         let Some(pattern) = pattern.filter(|p| !p.trim().eq_ignore_ascii_case("off")) else {
             continue;
         };
-        if let Some(dir) = super::pattern_dir(&pattern) {
+        if let Some(dir) = crate::common::pattern_dir(&pattern) {
             if let Err(e) = std::fs::create_dir_all(&dir) {
                 eprintln!(
                     "cudablame run: cannot make the folder {} of {option} {pattern}: {e}",
@@ -114,7 +114,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     let existing = std::env::var("LD_PRELOAD").ok();
     cmd.env(
         "LD_PRELOAD",
-        super::preload_value(&lib, existing.as_deref()),
+        crate::common::preload_value(&lib, existing.as_deref()),
     );
     let settings = [
         ("CUDABLAME_REPORT", args.report),

@@ -1,6 +1,6 @@
 //! Embeds `libcudablame.so` and the simulated driver (`libfakecuda.so`) into the `cudablame`
 //! command when it is built to be installed on its own (`cargo install`, a pip wheel), so that the
-//! installed command carries what it preloads (see `src/cli/locate.rs`: extracted on first use to
+//! installed command carries what it preloads (see `src/locate.rs`: extracted on first use to
 //! `$XDG_CACHE_HOME/cudablame/<version>-<hash>/`).
 //!
 //! Cargo cannot make a binary depend on its own package's cdylib, so this script builds the two
@@ -20,6 +20,8 @@ fn main() {
     println!("cargo:rerun-if-env-changed=CUDABLAME_EMBED");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("manifest dir"));
+    // The workspace root (this crate is crates/cli): the preload library is its root package.
+    let root = manifest.join("../..");
     let empty =
         "pub const LIB: &[u8] = &[];\npub const FAKE: &[u8] = &[];\npub const HASH: &str = \"\";\n";
     let inner = std::env::var_os("CUDABLAME_EMBED_INNER").is_some();
@@ -27,7 +29,7 @@ fn main() {
     let target_dir = out.ancestors().nth(4).map(Path::to_path_buf);
     let own_target = target_dir
         .as_deref()
-        .zip(manifest.join("target").canonicalize().ok())
+        .zip(root.join("target").canonicalize().ok())
         .is_some_and(|(t, m)| t.canonicalize().is_ok_and(|t| t == m));
     let embed = match std::env::var("CUDABLAME_EMBED").as_deref() {
         Ok("1") => true,
@@ -38,10 +40,10 @@ fn main() {
         write(&out.join("embedded.rs"), empty);
         return;
     }
-    println!("cargo:rerun-if-changed=src");
-    println!("cargo:rerun-if-changed=Cargo.toml");
-    println!("cargo:rerun-if-changed=Cargo.lock");
-    let fake_dir = manifest.join("shim-tests/fake-driver");
+    for dir in ["src", "crates/report", "Cargo.toml", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+    let fake_dir = root.join("shim-tests/fake-driver");
     let with_fake = fake_dir.join("Cargo.toml").is_file();
     if with_fake {
         println!("cargo:rerun-if-changed={}", fake_dir.display());
@@ -49,7 +51,7 @@ fn main() {
     // Inside this repository's target/ (the wheel, built in place): a stable directory, so that
     // rebuilds are incremental; else (cargo install) beside OUT_DIR.
     let nested = if own_target {
-        manifest.join("target/embed")
+        root.join("target/embed")
     } else {
         out.join("embed-target")
     };
@@ -58,10 +60,10 @@ fn main() {
     cmd.arg("build")
         .arg("--release")
         .arg("--manifest-path")
-        .arg(manifest.join("Cargo.toml"))
+        .arg(root.join("Cargo.toml"))
         .arg("--target-dir")
         .arg(&nested)
-        .args(["-p", "cudablame", "--lib"]);
+        .args(["-p", "cudablame-preload", "--lib"]);
     if with_fake {
         cmd.args(["-p", "fake-cuda"]);
     }

@@ -2,10 +2,15 @@
 //! `summary` across the ranks of a job), or runs a built-in demo.
 //!
 //! This binary does not link the library (it would export `dlsym` into itself); it finds
-//! `libcudablame.so` by the lookup order of `cli::locate` (beside its own executable, ..., else
+//! `libcudablame.so` by the lookup order of `locate` (beside its own executable, ..., else
 //! the copy embedded by `build.rs`).
 
-mod cli;
+mod common;
+mod demo;
+mod locate;
+mod run;
+mod show;
+mod summary;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -42,25 +47,25 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     #[command(
-        about = cli::run::ABOUT,
-        long_about = cli::run::LONG_ABOUT,
-        after_help = cli::run::EXAMPLES,
+        about = run::ABOUT,
+        long_about = run::LONG_ABOUT,
+        after_help = run::EXAMPLES,
         override_usage = "cudablame run [OPTIONS] -- CMD [ARGS]..."
     )]
-    Run(cli::run::RunArgs),
-    #[command(about = cli::show::ABOUT, after_help = cli::show::EXAMPLES)]
-    Show(cli::show::ShowArgs),
+    Run(run::RunArgs),
+    #[command(about = show::ABOUT, after_help = show::EXAMPLES)]
+    Show(show::ShowArgs),
     #[command(
-        about = cli::summary::ABOUT,
-        long_about = cli::summary::LONG_ABOUT,
-        after_help = cli::summary::EXAMPLES
+        about = summary::ABOUT,
+        long_about = summary::LONG_ABOUT,
+        after_help = summary::EXAMPLES
     )]
-    Summary(cli::summary::SummaryArgs),
+    Summary(summary::SummaryArgs),
     /// Run a built-in faulty program and show cudablame's report (GPU if present, else simulated).
     #[command(
         after_help = "Examples:\n  cudablame demo\n  cudablame demo --simulated --report /tmp/demo-%p.json"
     )]
-    Demo(cli::demo::DemoArgs),
+    Demo(demo::DemoArgs),
     /// (internal) the demo's faulty program, run under the shim by `demo`.
     #[command(hide = true)]
     DemoChild,
@@ -69,21 +74,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Run(args)) => cli::run::run(args),
-        Some(Command::Show(args)) => cli::show::show(args),
-        Some(Command::Summary(args)) => cli::summary::summary(args),
-        Some(Command::Demo(args)) => cli::demo::demo(args),
-        Some(Command::DemoChild) => cli::demo::child(),
-        None => cli::demo::demo(cli::demo::DemoArgs::default()),
+        Some(Command::Run(args)) => run::run(args),
+        Some(Command::Show(args)) => show::show(args),
+        Some(Command::Summary(args)) => summary::summary(args),
+        Some(Command::Demo(args)) => demo::demo(args),
+        Some(Command::DemoChild) => demo::child(),
+        None => demo::demo(demo::DemoArgs::default()),
     }
-}
-
-/// The report model and its text rendering, shared with the library by path: both files depend
-/// on serde and std only.
-#[path = "report"]
-#[allow(dead_code)]
-mod report {
-    pub mod model;
-    pub mod pattern;
-    pub mod text;
 }
