@@ -28,7 +28,11 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
 /// `cuDriverGetVersion(int*)`: 13000. Works before `cuInit`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
-    guard(|| write_out(version, DRIVER_VERSION))
+    guard(|| {
+        // SAFETY: `version` is NULL or valid for a write, as cuDriverGetVersion's contract (cuda.h)
+        // says.
+        unsafe { write_out(version, DRIVER_VERSION) }
+    })
 }
 
 /// `cuDeviceGetCount(int*)`.
@@ -36,7 +40,9 @@ pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
 pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
     guard(|| {
         context::require_init()?;
-        write_out(count, context::device_count())
+        // SAFETY: `count` is NULL or valid for a write, as cuDeviceGetCount's contract (cuda.h)
+        // says.
+        unsafe { write_out(count, context::device_count()) }
     })
 }
 
@@ -45,7 +51,8 @@ pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
 pub unsafe extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CUresult {
     guard(|| {
         context::check_device(ordinal)?;
-        write_out(device, ordinal)
+        // SAFETY: `device` is NULL or valid for a write, as cuDeviceGet's contract (cuda.h) says.
+        unsafe { write_out(device, ordinal) }
     })
 }
 
@@ -59,8 +66,11 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUd
         }
         let text = format!("Fake GPU {dev}");
         let n = text.len().min(len as usize - 1);
-        std::ptr::copy_nonoverlapping(text.as_ptr() as *const c_char, name, n);
-        *name.add(n) = 0;
+        // SAFETY: `name` is valid for `len` bytes (cuDeviceGetName's contract) and `n < len`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr() as *const c_char, name, n);
+            *name.add(n) = 0;
+        }
         Ok(())
     })
 }
@@ -70,7 +80,9 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUd
 pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -> CUresult {
     guard(|| {
         context::check_device(dev)?;
-        write_out(bytes, 80 << 30)
+        // SAFETY: `bytes` is NULL or valid for a write, as cuDeviceTotalMem_v2's contract (cuda.h)
+        // says.
+        unsafe { write_out(bytes, 80 << 30) }
     })
 }
 
@@ -110,7 +122,9 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(
 ) -> CUresult {
     guard(|| {
         context::check_device(dev)?;
-        write_out(value, attribute_value(attrib))
+        // SAFETY: `value` is NULL or valid for a write, as cuDeviceGetAttribute's contract (cuda.h)
+        // says.
+        unsafe { write_out(value, attribute_value(attrib)) }
     })
 }
 
@@ -122,7 +136,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUd
             return Err(errors::INVALID_VALUE);
         }
         let ctx = context::primary_retain(dev)?;
-        write_out(pctx, handle_of(ctx))
+        // SAFETY: `pctx` is NULL or valid for a write, as cuDevicePrimaryCtxRetain's contract
+        // (cuda.h) says.
+        unsafe { write_out(pctx, handle_of(ctx)) }
     })
 }
 
@@ -149,9 +165,13 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(
         context::require_init()?;
         let on = context::primary_active(dev)?;
         if !flags.is_null() {
-            write_out(flags, 0)?;
+            // SAFETY: `flags` is NULL or valid for a write, as cuDevicePrimaryCtxGetState's
+            // contract (cuda.h) says.
+            unsafe { write_out(flags, 0) }?;
         }
-        write_out(active, on as c_int)
+        // SAFETY: `active` is NULL or valid for a write, as cuDevicePrimaryCtxGetState's contract
+        // (cuda.h) says.
+        unsafe { write_out(active, on as c_int) }
     })
 }
 
@@ -169,7 +189,8 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
         }
         let ctx = Context::create(dev, false);
         context::push_current(ctx)?;
-        write_out(pctx, handle_of(ctx))
+        // SAFETY: `pctx` is NULL or valid for a write, as cuCtxCreate_v2's contract (cuda.h) says.
+        unsafe { write_out(pctx, handle_of(ctx)) }
     })
 }
 
@@ -205,7 +226,8 @@ pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
     guard(|| {
         context::require_init()?;
         let current = context::current_raw().map_or(std::ptr::null_mut(), handle_of);
-        write_out(pctx, current)
+        // SAFETY: `pctx` is NULL or valid for a write, as cuCtxGetCurrent's contract (cuda.h) says.
+        unsafe { write_out(pctx, current) }
     })
 }
 
@@ -226,7 +248,8 @@ pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
         context::require_init()?;
         let popped = context::pop_current()?.ok_or(errors::INVALID_CONTEXT)?;
         if !pctx.is_null() {
-            *pctx = handle_of(popped);
+            // SAFETY: not NULL, so valid for a write (cuCtxPopCurrent's contract).
+            unsafe { *pctx = handle_of(popped) };
         }
         Ok(())
     })
@@ -237,7 +260,9 @@ pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
 pub unsafe extern "C" fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
     guard(|| {
         let ctx = context::current()?;
-        write_out(device, ctx.device)
+        // SAFETY: `device` is NULL or valid for a write, as cuCtxGetDevice's contract (cuda.h)
+        // says.
+        unsafe { write_out(device, ctx.device) }
     })
 }
 
@@ -277,13 +302,17 @@ pub extern "C" fn fakecuda_is_simulated() -> i32 {
 /// `cuGetErrorName(CUresult, const char**)`: `CUDA_ERROR_INVALID_VALUE` (and NULL) if unknown.
 #[no_mangle]
 pub unsafe extern "C" fn cuGetErrorName(error: CUresult, pstr: *mut *const c_char) -> CUresult {
-    guard(|| error_text(error, pstr, |(name, _)| name))
+    // SAFETY: the arguments go to `error_text` unchanged, valid as cuGetErrorName's contract
+    // (cuda.h) says.
+    guard(|| unsafe { error_text(error, pstr, |(name, _)| name) })
 }
 
 /// `cuGetErrorString(CUresult, const char**)`: `CUDA_ERROR_INVALID_VALUE` (and NULL) if unknown.
 #[no_mangle]
 pub unsafe extern "C" fn cuGetErrorString(error: CUresult, pstr: *mut *const c_char) -> CUresult {
-    guard(|| error_text(error, pstr, |(_, desc)| desc))
+    // SAFETY: the arguments go to `error_text` unchanged, valid as cuGetErrorString's contract
+    // (cuda.h) says.
+    guard(|| unsafe { error_text(error, pstr, |(_, desc)| desc) })
 }
 
 unsafe fn error_text(
@@ -292,10 +321,15 @@ unsafe fn error_text(
     pick: impl FnOnce((&'static str, &'static str)) -> &'static str,
 ) -> Res<()> {
     match errors::lookup(error) {
-        Some(entry) => write_out(pstr, pick(entry).as_ptr() as *const c_char),
+        Some(entry) => {
+            // SAFETY: `pstr` is NULL or valid for a write: `error_text`'s callers pass an export's
+            // out-pointer argument.
+            unsafe { write_out(pstr, pick(entry).as_ptr() as *const c_char) }
+        }
         None => {
             if !pstr.is_null() {
-                *pstr = std::ptr::null();
+                // SAFETY: not NULL, so valid for a write (the exports' contract, passed through).
+                unsafe { *pstr = std::ptr::null() };
             }
             Err(errors::INVALID_VALUE)
         }
@@ -311,13 +345,15 @@ unsafe fn proc_address(
     if symbol.is_null() || pfn.is_null() {
         return Err(errors::INVALID_VALUE);
     }
-    let name = CStr::from_ptr(symbol).to_str().unwrap_or("");
+    // SAFETY: not NULL, so a NUL-terminated string (cuGetProcAddress's contract, passed through).
+    let name = unsafe { CStr::from_ptr(symbol) }.to_str().unwrap_or("");
     let resolution = resolve::resolve(name, cuda_version, flags);
     let address = match resolution {
         Resolution::Found(address) => address,
         _ => std::ptr::null_mut(),
     };
-    *pfn = address;
+    // SAFETY: not NULL, so valid for a write (cuGetProcAddress's contract, passed through).
+    unsafe { *pfn = address };
     crate::trace!(
         "cuGetProcAddress({name}, {cuda_version}, {flags}) -> {:?}",
         resolution
@@ -334,10 +370,14 @@ pub unsafe extern "C" fn cuGetProcAddress(
     cuda_version: c_int,
     flags: u64,
 ) -> CUresult {
-    guard(|| match proc_address(symbol, pfn, cuda_version, flags)? {
-        Resolution::Found(_) => Ok(()),
-        _ => Err(errors::NOT_FOUND),
-    })
+    // SAFETY: the arguments go to `proc_address` unchanged, valid as cuGetProcAddress's contract
+    // (cuda.h) says.
+    guard(
+        || match unsafe { proc_address(symbol, pfn, cuda_version, flags) }? {
+            Resolution::Found(_) => Ok(()),
+            _ => Err(errors::NOT_FOUND),
+        },
+    )
 }
 
 /// `cuGetProcAddress_v2(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*)`:
@@ -352,13 +392,16 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     status: *mut c_int,
 ) -> CUresult {
     guard(|| {
-        let code = match proc_address(symbol, pfn, cuda_version, flags)? {
+        // SAFETY: the arguments go to `proc_address` unchanged, valid as cuGetProcAddress_v2's
+        // contract (cuda.h) says.
+        let code = match unsafe { proc_address(symbol, pfn, cuda_version, flags) }? {
             Resolution::Found(_) => PROC_ADDRESS_SUCCESS,
             Resolution::NotFound => PROC_ADDRESS_SYMBOL_NOT_FOUND,
             Resolution::VersionNotSufficient => PROC_ADDRESS_VERSION_NOT_SUFFICIENT,
         };
         if !status.is_null() {
-            *status = code;
+            // SAFETY: not NULL, so valid for a write (cuGetProcAddress_v2's contract).
+            unsafe { *status = code };
         }
         Ok(())
     })

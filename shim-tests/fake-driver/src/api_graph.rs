@@ -37,9 +37,12 @@ unsafe fn end_capture(h: CUstream, pgraph: *mut CUgraph, null: NullStream) -> Re
     if pgraph.is_null() {
         return Err(errors::INVALID_VALUE);
     }
-    *pgraph = std::ptr::null_mut();
+    // SAFETY: not NULL, so valid for a write (cuStreamEndCapture's contract, passed through).
+    unsafe { *pgraph = std::ptr::null_mut() };
     let graph = capture::end(stream)?;
-    write_out(pgraph, handle_of(graph))
+    // SAFETY: `pgraph` is NULL or valid for a write: `end_capture`'s callers pass an export's out-
+    // pointer argument.
+    unsafe { write_out(pgraph, handle_of(graph)) }
 }
 
 dual_export! {
@@ -51,7 +54,9 @@ dual_export! {
 unsafe fn is_capturing(h: CUstream, status: *mut c_uint, null: NullStream) -> Res<()> {
     let stream = lookup(h, null)?;
     stream.ctx.check()?;
-    write_out(status, capture::status(stream))
+    // SAFETY: `status` is NULL or valid for a write: `is_capturing`'s callers pass an export's out-
+    // pointer argument.
+    unsafe { write_out(status, capture::status(stream)) }
 }
 
 dual_export! {
@@ -68,7 +73,9 @@ pub unsafe extern "C" fn cuThreadExchangeStreamCaptureMode(mode: *mut c_uint) ->
         if mode.is_null() {
             return Err(errors::INVALID_VALUE);
         }
-        *mode = capture::exchange_mode(*mode)?;
+        // SAFETY: not NULL, so valid for a read and a write (cuThreadExchangeStreamCaptureMode's
+        // contract).
+        unsafe { *mode = capture::exchange_mode(*mode)? };
         Ok(())
     })
 }
@@ -90,7 +97,9 @@ pub unsafe extern "C" fn cuGraphInstantiateWithFlags(
         let exec = EXECS.insert(capture::GraphExec {
             nodes: graph.nodes.clone(),
         });
-        write_out(pexec, handle_of(exec))
+        // SAFETY: `pexec` is NULL or valid for a write, as cuGraphInstantiateWithFlags's contract
+        // (cuda.h) says.
+        unsafe { write_out(pexec, handle_of(exec)) }
     })
 }
 
@@ -126,15 +135,19 @@ pub unsafe extern "C" fn cuGraphGetNodes(
             return Err(errors::INVALID_VALUE);
         }
         let total = graph.nodes.len();
-        if nodes.is_null() {
-            *count = total;
-            return Ok(());
+        // SAFETY: `count` is not NULL, so valid for a read and a write, and a non-NULL `nodes`
+        // holds `*count` handles (cuGraphGetNodes's contract).
+        unsafe {
+            if nodes.is_null() {
+                *count = total;
+                return Ok(());
+            }
+            let capacity = *count;
+            for i in 0..capacity {
+                *nodes.add(i) = graph.node_handle(i);
+            }
+            *count = capacity.min(total);
         }
-        let capacity = *count;
-        for i in 0..capacity {
-            *nodes.add(i) = graph.node_handle(i);
-        }
-        *count = capacity.min(total);
         Ok(())
     })
 }

@@ -91,7 +91,8 @@ unsafe fn launch_kernel_ex(
     null: NullStream,
 ) -> Res<()> {
     context::require_init()?;
-    let Some(c) = config.as_ref() else {
+    // SAFETY: NULL or a valid `CUlaunchConfig` (cuLaunchKernelEx's contract, passed through).
+    let Some(c) = (unsafe { config.as_ref() }) else {
         return Err(errors::INVALID_VALUE);
     };
     let grid = [c.grid_dim_x, c.grid_dim_y, c.grid_dim_z];

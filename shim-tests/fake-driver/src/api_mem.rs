@@ -28,7 +28,8 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> C
             return Err(errors::INVALID_VALUE);
         }
         capture::check_unsafe_call()?;
-        write_out(dptr, memory::alloc(Kind::Device, size)? as CUdeviceptr)
+        // SAFETY: `dptr` is NULL or valid for a write, as cuMemAlloc_v2's contract (cuda.h) says.
+        unsafe { write_out(dptr, memory::alloc(Kind::Device, size)? as CUdeviceptr) }
     })
 }
 
@@ -59,7 +60,9 @@ unsafe fn mem_alloc_async(
     if stream.kind == StreamKind::Legacy {
         capture::check_legacy_use(stream.ctx)?;
     }
-    write_out(dptr, memory::alloc(Kind::Device, size)? as CUdeviceptr)
+    // SAFETY: `dptr` is NULL or valid for a write: `mem_alloc_async`'s callers pass an export's
+    // out-pointer argument.
+    unsafe { write_out(dptr, memory::alloc(Kind::Device, size)? as CUdeviceptr) }
 }
 
 dual_export! {
@@ -92,10 +95,14 @@ unsafe fn host_alloc(pp: *mut *mut c_void, size: usize) -> Res<()> {
     }
     capture::check_unsafe_call()?;
     let owner = crate::handles::handle_of(context::current()?) as usize;
-    write_out(
-        pp,
-        memory::alloc_owned(Kind::Host, size, owner)? as *mut c_void,
-    )
+    // SAFETY: `pp` is NULL or valid for a write: `host_alloc`'s callers pass an export's out-
+    // pointer argument.
+    unsafe {
+        write_out(
+            pp,
+            memory::alloc_owned(Kind::Host, size, owner)? as *mut c_void,
+        )
+    }
 }
 
 /// `cuMemHostAlloc(void**, size_t, unsigned int flags)`: zeroed, page aligned; its device
@@ -106,13 +113,17 @@ pub unsafe extern "C" fn cuMemHostAlloc(
     size: usize,
     _flags: c_uint,
 ) -> CUresult {
-    guard(|| host_alloc(pp, size))
+    // SAFETY: the arguments go to `host_alloc` unchanged, valid as cuMemHostAlloc's contract
+    // (cuda.h) says.
+    guard(|| unsafe { host_alloc(pp, size) })
 }
 
 /// `cuMemAllocHost_v2(void**, size_t)`: as `cuMemHostAlloc` with flags 0.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) -> CUresult {
-    guard(|| host_alloc(pp, size))
+    // SAFETY: the arguments go to `host_alloc` unchanged, valid as cuMemAllocHost_v2's contract
+    // (cuda.h) says.
+    guard(|| unsafe { host_alloc(pp, size) })
 }
 
 /// `cuMemFreeHost(void*)`. Works after a fault. Capture-unsafe.
@@ -142,7 +153,9 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
         if flags != 0 || !pinned {
             return Err(errors::INVALID_VALUE);
         }
-        write_out(dptr, p as CUdeviceptr)
+        // SAFETY: `dptr` is NULL or valid for a write, as cuMemHostGetDevicePointer_v2's contract
+        // (cuda.h) says.
+        unsafe { write_out(dptr, p as CUdeviceptr) }
     })
 }
 
@@ -317,7 +330,9 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
             Some(Kind::Host | Kind::Registered) => 1,
             None => return Err(errors::INVALID_VALUE),
         };
-        write_out(data as *mut c_uint, memory_type)
+        // SAFETY: `data` is NULL or valid for a write, as cuPointerGetAttribute's contract (cuda.h)
+        // says.
+        unsafe { write_out(data as *mut c_uint, memory_type) }
     })
 }
 

@@ -14,7 +14,8 @@ unsafe fn image_text(image: *const c_void) -> Res<String> {
     if image.is_null() {
         return Err(errors::INVALID_VALUE);
     }
-    Ok(CStr::from_ptr(image as *const c_char)
+    // SAFETY: not NULL, so NUL-terminated text (the fake's image format; the callers' contract).
+    Ok(unsafe { CStr::from_ptr(image as *const c_char) }
         .to_string_lossy()
         .into_owned())
 }
@@ -34,10 +35,14 @@ pub unsafe extern "C" fn cuModuleLoad(pmod: *mut CUmodule, fname: *const c_char)
         if pmod.is_null() || fname.is_null() {
             return Err(errors::INVALID_VALUE);
         }
-        let path = CStr::from_ptr(fname).to_string_lossy().into_owned();
+        // SAFETY: not NULL, so a NUL-terminated path (cuModuleLoad's contract).
+        let path = unsafe { CStr::from_ptr(fname) }
+            .to_string_lossy()
+            .into_owned();
         let bytes = std::fs::read(&path).map_err(|_| errors::FILE_NOT_FOUND)?;
         let text = String::from_utf8_lossy(&bytes);
-        write_out(pmod, load_module(&text)?)
+        // SAFETY: `pmod` is NULL or valid for a write, as cuModuleLoad's contract (cuda.h) says.
+        unsafe { write_out(pmod, load_module(&text)?) }
     })
 }
 
@@ -48,14 +53,19 @@ unsafe fn load_data(pmod: *mut CUmodule, image: *const c_void) -> Res<()> {
     if pmod.is_null() {
         return Err(errors::INVALID_VALUE);
     }
-    let text = image_text(image)?;
-    write_out(pmod, load_module(&text)?)
+    // SAFETY: `image` is passed through from the export, NULL or NUL-terminated text.
+    let text = unsafe { image_text(image) }?;
+    // SAFETY: `pmod` is NULL or valid for a write: `load_data`'s callers pass an export's out-
+    // pointer argument.
+    unsafe { write_out(pmod, load_module(&text)?) }
 }
 
 /// `cuModuleLoadData(CUmodule*, const void* image)`: image is NUL-terminated text.
 #[no_mangle]
 pub unsafe extern "C" fn cuModuleLoadData(pmod: *mut CUmodule, image: *const c_void) -> CUresult {
-    guard(|| load_data(pmod, image))
+    // SAFETY: the arguments go to `load_data` unchanged, valid as cuModuleLoadData's contract
+    // (cuda.h) says.
+    guard(|| unsafe { load_data(pmod, image) })
 }
 
 /// `cuModuleLoadDataEx(CUmodule*, const void* image, unsigned int numOptions,
@@ -68,7 +78,9 @@ pub unsafe extern "C" fn cuModuleLoadDataEx(
     _options: *mut c_int,
     _option_values: *mut *mut c_void,
 ) -> CUresult {
-    guard(|| load_data(pmod, image))
+    // SAFETY: the arguments go to `load_data` unchanged, valid as cuModuleLoadDataEx's contract
+    // (cuda.h) says.
+    guard(|| unsafe { load_data(pmod, image) })
 }
 
 /// `cuModuleUnload(CUmodule)`. Function handles stay usable for `cuFuncGetName`.
@@ -102,8 +114,11 @@ pub unsafe extern "C" fn cuModuleGetFunction(
         if pfunc.is_null() || name.is_null() {
             return Err(errors::INVALID_VALUE);
         }
-        let name = CStr::from_ptr(name).to_string_lossy();
-        write_out(pfunc, handle_of(module.function(&name)?))
+        // SAFETY: not NULL, so a NUL-terminated name (the entry point's contract in cuda.h).
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        // SAFETY: `pfunc` is NULL or valid for a write, as cuModuleGetFunction's contract (cuda.h)
+        // says.
+        unsafe { write_out(pfunc, handle_of(module.function(&name)?)) }
     })
 }
 
@@ -135,9 +150,13 @@ pub unsafe extern "C" fn cuLibraryLoadData(
         if plib.is_null() {
             return Err(errors::INVALID_VALUE);
         }
-        let text = image_text(code)?;
+        // SAFETY: NULL or NUL-terminated text (the fake's image format; cuLibraryLoadData's
+        // contract says a valid image).
+        let text = unsafe { image_text(code) }?;
         let library = Module::load(&text, None)?;
-        write_out(plib, handle_of(LIBRARIES.insert(library)))
+        // SAFETY: `plib` is NULL or valid for a write, as cuLibraryLoadData's contract (cuda.h)
+        // says.
+        unsafe { write_out(plib, handle_of(LIBRARIES.insert(library))) }
     })
 }
 
@@ -166,8 +185,11 @@ pub unsafe extern "C" fn cuLibraryGetKernel(
         if pkernel.is_null() || name.is_null() {
             return Err(errors::INVALID_VALUE);
         }
-        let name = CStr::from_ptr(name).to_string_lossy();
-        write_out(pkernel, handle_of(library.function(&name)?))
+        // SAFETY: not NULL, so a NUL-terminated name (the entry point's contract in cuda.h).
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        // SAFETY: `pkernel` is NULL or valid for a write, as cuLibraryGetKernel's contract (cuda.h)
+        // says.
+        unsafe { write_out(pkernel, handle_of(library.function(&name)?)) }
     })
 }
 
@@ -177,14 +199,18 @@ pub unsafe extern "C" fn cuKernelGetFunction(pfunc: *mut CUfunction, kernel: CUk
     guard(|| {
         context::current_checked()?;
         let func = FUNCS.get(kernel).ok_or(errors::INVALID_HANDLE)?;
-        write_out(pfunc, handle_of(func))
+        // SAFETY: `pfunc` is NULL or valid for a write, as cuKernelGetFunction's contract (cuda.h)
+        // says.
+        unsafe { write_out(pfunc, handle_of(func)) }
     })
 }
 
 unsafe fn get_name(pname: *mut *const c_char, handle: *mut c_void) -> Res<()> {
     context::require_init()?;
     let func = FUNCS.get(handle).ok_or(errors::INVALID_HANDLE)?;
-    write_out(pname, func.name.as_ptr())
+    // SAFETY: `pname` is NULL or valid for a write: `get_name`'s callers pass an export's out-
+    // pointer argument.
+    unsafe { write_out(pname, func.name.as_ptr()) }
 }
 
 /// `cuFuncGetName(const char**, CUfunction)`: stable NUL-terminated name. Works after a fault.
@@ -192,7 +218,8 @@ unsafe fn get_name(pname: *mut *const c_char, handle: *mut c_void) -> Res<()> {
 pub unsafe extern "C" fn cuFuncGetName(pname: *mut *const c_char, func: CUfunction) -> CUresult {
     guard(|| {
         nameless()?;
-        get_name(pname, func)
+        // SAFETY: `pname` goes to `get_name` unchanged: NULL or valid for a write (cuda.h).
+        unsafe { get_name(pname, func) }
     })
 }
 
@@ -211,6 +238,7 @@ fn nameless() -> crate::types::Res<()> {
 pub unsafe extern "C" fn cuKernelGetName(pname: *mut *const c_char, kernel: CUkernel) -> CUresult {
     guard(|| {
         nameless()?;
-        get_name(pname, kernel)
+        // SAFETY: `pname` goes to `get_name` unchanged: NULL or valid for a write (cuda.h).
+        unsafe { get_name(pname, kernel) }
     })
 }

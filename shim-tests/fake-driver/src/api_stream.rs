@@ -19,13 +19,17 @@ unsafe fn create_stream(ph: *mut CUstream, flags: c_uint, priority: c_int) -> Re
         return Err(errors::INVALID_VALUE);
     }
     let stream = Stream::spawn(ctx, StreamKind::User, flags, priority)?;
-    write_out(ph, handle_of(stream))
+    // SAFETY: `ph` is NULL or valid for a write: `create_stream`'s callers pass an export's out-
+    // pointer argument.
+    unsafe { write_out(ph, handle_of(stream)) }
 }
 
 /// `cuStreamCreate(CUstream*, unsigned int flags)`: flags 0 or `CU_STREAM_NON_BLOCKING`.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamCreate(ph: *mut CUstream, flags: c_uint) -> CUresult {
-    guard(|| create_stream(ph, flags, 0))
+    // SAFETY: the arguments go to `create_stream` unchanged, valid as cuStreamCreate's contract
+    // (cuda.h) says.
+    guard(|| unsafe { create_stream(ph, flags, 0) })
 }
 
 /// `cuStreamCreateWithPriority(CUstream*, unsigned int flags, int priority)`.
@@ -35,7 +39,9 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(
     flags: c_uint,
     priority: c_int,
 ) -> CUresult {
-    guard(|| create_stream(ph, flags, priority))
+    // SAFETY: the arguments go to `create_stream` unchanged, valid as cuStreamCreateWithPriority's
+    // contract (cuda.h) says.
+    guard(|| unsafe { create_stream(ph, flags, priority) })
 }
 
 /// `cuStreamDestroy_v2(CUstream)`: returns at once; queued work still completes. Works after a
@@ -116,7 +122,9 @@ dual_export! {
 unsafe fn stream_get_ctx(h: CUstream, pctx: *mut CUcontext, null: NullStream) -> Res<()> {
     let stream = lookup(h, null)?;
     stream.ctx.check()?;
-    write_out(pctx, handle_of(stream.ctx))
+    // SAFETY: `pctx` is NULL or valid for a write: `stream_get_ctx`'s callers pass an export's out-
+    // pointer argument.
+    unsafe { write_out(pctx, handle_of(stream.ctx)) }
 }
 
 dual_export! {
@@ -207,7 +215,8 @@ pub unsafe extern "C" fn cuEventCreate(ph: *mut CUevent, flags: c_uint) -> CUres
         if ph.is_null() || flags & !CU_EVENT_VALID_FLAGS != 0 {
             return Err(errors::INVALID_VALUE);
         }
-        write_out(ph, handle_of(Event::create(ctx, flags)))
+        // SAFETY: `ph` is NULL or valid for a write, as cuEventCreate's contract (cuda.h) says.
+        unsafe { write_out(ph, handle_of(Event::create(ctx, flags))) }
     })
 }
 
@@ -291,7 +300,9 @@ unsafe fn elapsed_time(ms: *mut c_float, start: CUevent, end: CUevent) -> Res<()
     if !start.is_complete() || !end.is_complete() {
         return Err(errors::NOT_READY);
     }
-    write_out(ms, 0.0)
+    // SAFETY: `ms` is NULL or valid for a write: `elapsed_time`'s callers pass an export's out-
+    // pointer argument.
+    unsafe { write_out(ms, 0.0) }
 }
 
 /// `cuEventElapsedTime(float*, CUevent, CUevent)`: always 0.0 ms once both events completed.
@@ -301,7 +312,9 @@ pub unsafe extern "C" fn cuEventElapsedTime(
     start: CUevent,
     end: CUevent,
 ) -> CUresult {
-    guard(|| elapsed_time(ms, start, end))
+    // SAFETY: the arguments go to `elapsed_time` unchanged, valid as cuEventElapsedTime's contract
+    // (cuda.h) says.
+    guard(|| unsafe { elapsed_time(ms, start, end) })
 }
 
 /// `cuEventElapsedTime_v2` (CUDA 12.8+, same arguments): as `cuEventElapsedTime`.
@@ -311,7 +324,9 @@ pub unsafe extern "C" fn cuEventElapsedTime_v2(
     start: CUevent,
     end: CUevent,
 ) -> CUresult {
-    guard(|| elapsed_time(ms, start, end))
+    // SAFETY: the arguments go to `elapsed_time` unchanged, valid as cuEventElapsedTime_v2's
+    // contract (cuda.h) says.
+    guard(|| unsafe { elapsed_time(ms, start, end) })
 }
 
 fn launch_host_func(

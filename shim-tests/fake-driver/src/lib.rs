@@ -132,19 +132,25 @@
 //! * `FAKE_CUDA_TRACE=1`: log enqueues, executions, discards and faults to stderr.
 
 /// Defines a plain export and its per-thread-default-stream twin (`_ptsz` / `_ptds`), both
-/// calling `$imp(args..., NullStream)`.
+/// calling `$imp(args..., NullStream)`. `$imp` may be an `unsafe fn` taking the export's pointer
+/// arguments, whose contract is then the export's own (hence `unused_unsafe` for the safe ones).
 #[macro_export]
 macro_rules! dual_export {
     ($(#[$doc:meta])* fn $plain:ident / $pt:ident ($($arg:ident : $ty:ty),* $(,)?) => $imp:path) => {
         $(#[$doc])*
         #[no_mangle]
+        #[allow(unused_unsafe)]
         pub unsafe extern "C" fn $plain($($arg: $ty),*) -> $crate::types::CUresult {
-            $crate::guard(|| $imp($($arg,)* $crate::stream::NullStream::Legacy))
+            // SAFETY: the C caller's arguments go to `$imp` unchanged; its contract is this entry
+            // point's own (cuda.h), which the caller keeps.
+            $crate::guard(|| unsafe { $imp($($arg,)* $crate::stream::NullStream::Legacy) })
         }
         #[doc = concat!("`", stringify!($plain), "` with per-thread default stream semantics.")]
         #[no_mangle]
+        #[allow(unused_unsafe)]
         pub unsafe extern "C" fn $pt($($arg: $ty),*) -> $crate::types::CUresult {
-            $crate::guard(|| $imp($($arg,)* $crate::stream::NullStream::PerThread))
+            // SAFETY: as for the plain export: arguments passed through, same contract.
+            $crate::guard(|| unsafe { $imp($($arg,)* $crate::stream::NullStream::PerThread) })
         }
     };
 }
@@ -191,7 +197,8 @@ pub unsafe fn write_out<T>(ptr: *mut T, value: T) -> Res<()> {
     if ptr.is_null() {
         return Err(errors::INVALID_VALUE);
     }
-    ptr.write(value);
+    // SAFETY: not NULL (checked above), so valid for a write of `T` by this function's contract.
+    unsafe { ptr.write(value) };
     Ok(())
 }
 
