@@ -459,41 +459,46 @@ fn program_frame(o: &Op) -> Option<String> {
 }
 
 /// The rank of this process in a multi-process job: `RANK` (torchrun), `SLURM_PROCID`,
-/// `OMPI_COMM_WORLD_RANK`, else 0.
+/// `OMPI_COMM_WORLD_RANK`, else 0 (the command computes it the same way).
 pub fn rank() -> u32 {
-    first_number(&["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"]).unwrap_or(0)
+    pattern::rank_from_env()
 }
 
-/// This host's name (`gethostname`).
+/// This host's name (what `gethostname` says; the command computes it the same way).
 pub fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: buffer and length match.
-    if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut _, buf.len()) } != 0 {
-        return "unknown-host".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+    pattern::host_name()
 }
 
-/// This process's start time, wall-clock ns since the Unix epoch: boot time (`btime` of
-/// `/proc/stat`) plus the start time in clock ticks after boot (`/proc/self/stat`, field 22).
+/// When this library was loaded, wall-clock ns since the Unix epoch (`CLOCK_REALTIME`); 0 until
+/// [`note_load_time`] ran.
+static LOADED_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Runs when the dynamic loader initializes this library (at the program's start under
+/// `LD_PRELOAD`, before `main`): reads one clock and stores it, nothing else (no allocation, no
+/// I/O, no lock).
+extern "C" fn note_load_time() {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; clock_gettime is async-signal-safe and needs no
+    // initialized state.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) } == 0 {
+        let ns = (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64;
+        LOADED_NS.store(ns, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static NOTE_LOAD_TIME: extern "C" fn() = note_load_time;
+
+/// This process's start as the report gives it (`process.start_time_ns`): when the library was
+/// loaded into it, wall-clock ns. Later than the start of any process that ended before this
+/// one began, which `/proc`'s start time (whole-second boot time plus 10 ms ticks) is not. A
+/// forked child keeps its parent's (summary counts it in the parent's run).
 fn start_time_ns() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
-    let btime: u64 = std::fs::read_to_string("/proc/stat")
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("btime "))?
-        .trim()
-        .parse()
-        .ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
-        .ok()
-        .filter(|&h| h > 0)?;
-    Some(btime * 1_000_000_000 + ticks * (1_000_000_000 / hz))
+    Some(LOADED_NS.load(std::sync::atomic::Ordering::Relaxed)).filter(|&ns| ns != 0)
 }
 
 fn process_info() -> Process {

@@ -4,22 +4,8 @@
 /// Expands a report or trace path pattern as the library does (`report::sink::expand`: `%p`,
 /// `%h`, `%r`, `%%`) for a process of pid `pid` started by this command with its environment.
 pub fn expand_pattern(pattern: &str, pid: u32) -> String {
-    let host = {
-        let mut buf = [0u8; 256];
-        // SAFETY: valid buffer and length.
-        let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-        let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
-        if ok {
-            String::from_utf8_lossy(&buf[..end]).into_owned()
-        } else {
-            "unknown".to_string()
-        }
-    };
-    let rank = ["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok()?.trim().parse::<u32>().ok())
-        .unwrap_or(0);
-    cudablame_report::pattern::expand(pattern, pid, &host, rank)
+    use cudablame_report::pattern::{expand, host_name, rank_from_env};
+    expand(pattern, pid, &host_name(), rank_from_env())
 }
 
 /// The directory a report or trace pattern writes into (for this process's pid: `run` execs the

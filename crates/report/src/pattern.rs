@@ -1,6 +1,6 @@
 //! Report and trace path patterns (`CUDABLAME_REPORT`, `CUDABLAME_TRACE`, `cudablame run
 //! --report`): `%p` the pid, `%h` the host name, `%r` the rank, `%%` a `%`. Shared by the library
-//! and the command (by path, see `src/main.rs`): std only.
+//! and the command: std only. [`host_name`] and [`rank_from_env`] give `%h` and `%r` for both.
 
 /// One step of reading a pattern.
 enum Piece {
@@ -55,9 +55,68 @@ pub fn escape_problem(pattern: &str) -> Option<String> {
     })
 }
 
+/// This host's name for `%h` and the report's `process.host`: what `gethostname` returns (the
+/// UTS namespace's node name, read from `/proc/sys/kernel/hostname`), `"unknown-host"` if it
+/// cannot be read. The library and the command both call this, so that `run` prepares the folder
+/// the library writes to.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim_end_matches('\n').to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
+/// The variables that give a process's rank in a multi-process job, first set one wins:
+/// torchrun, Slurm, Open MPI.
+pub const RANK_VARS: [&str; 3] = ["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"];
+
+/// This process's rank for `%r` and `process.rank`: the first of [`RANK_VARS`] set to a number
+/// (surrounding spaces allowed), else 0.
+pub fn rank_from_env() -> u32 {
+    rank_from(|k| std::env::var(k).ok())
+}
+
+/// [`rank_from_env`] with the variables read by `get`.
+pub fn rank_from(get: impl Fn(&str) -> Option<String>) -> u32 {
+    RANK_VARS
+        .iter()
+        .find_map(|k| get(k)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rank_is_the_first_numeric_variable() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(rank_from(env(&[])), 0);
+        assert_eq!(rank_from(env(&[("OMPI_COMM_WORLD_RANK", "5")])), 5);
+        assert_eq!(rank_from(env(&[("RANK", " 3 "), ("SLURM_PROCID", "4")])), 3);
+        // A variable that is not a number is skipped, not taken as 0.
+        assert_eq!(rank_from(env(&[("RANK", "x"), ("SLURM_PROCID", "4")])), 4);
+    }
+
+    #[test]
+    fn host_name_is_the_node_name() {
+        let h = host_name();
+        assert!(!h.is_empty() && !h.contains('\n'), "{h:?}");
+        // What gethostname(2) says, where `uname -n` can tell.
+        if let Ok(o) = std::process::Command::new("uname").arg("-n").output() {
+            if o.status.success() {
+                assert_eq!(h, String::from_utf8_lossy(&o.stdout).trim_end());
+            }
+        }
+    }
 
     #[test]
     fn expands_known_escapes_and_keeps_the_rest() {
