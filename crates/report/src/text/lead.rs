@@ -1,0 +1,144 @@
+//! The lead block: error, culprit and the program line that launched it, what to fix.
+
+use super::fit;
+use super::frames::python_library;
+use super::names::{brief, op_brief};
+use crate::model::{Frame, PythonFrames, Report};
+use std::fmt::Write;
+
+/// Files under these prefixes are not the program's: system and CUDA headers, Rust's standard
+/// library, crates.io sources, nvcc's generated stubs.
+pub(super) fn foreign_file(file: &str) -> bool {
+    file.starts_with("/usr/")
+        || file.starts_with("/rustc/")
+        || file.contains("/.cargo/registry/")
+        || file.contains(".stub.c")
+        || file.contains("/tmpxft_")
+        || python_library(file).is_some()
+}
+
+/// Shared objects of the system (libc's start-up frames, libstdc++, the CUDA runtime installed
+/// system-wide): never the program's launching line, even with line tables.
+pub(super) fn system_module(module: &str) -> bool {
+    [
+        "/lib/",
+        "/lib64/",
+        "/usr/lib/",
+        "/usr/lib64/",
+        "/usr/local/cuda",
+    ]
+    .iter()
+    .any(|p| module.starts_with(p))
+}
+
+/// The program's own frame that launched `o` (or made the reporting call): its innermost Python
+/// frame outside libraries, else its innermost native frame with a source line of its own
+/// (skipping nvcc's host stub, which is named like the kernel and sits at the kernel's line).
+pub(super) fn program_frame<'a>(
+    python: &'a PythonFrames,
+    native: &'a [Frame],
+    kernel: Option<&str>,
+) -> Option<&'a Frame> {
+    let own =
+        |f: &&Frame| f.file.as_deref().is_some_and(|file| !foreign_file(file)) && f.line.is_some();
+    python.python_stack.iter().find(own).or_else(|| {
+        native.iter().filter(own).find(|f| {
+            let func = f.function.as_deref().unwrap_or("");
+            !f.module.as_deref().is_some_and(system_module)
+                && !func.starts_with("__device_stub__")
+                && !func.starts_with("__cudaLaunch")
+                && kernel.is_none_or(|k| func != k)
+        })
+    })
+}
+
+/// The source line `line` of `file`, trimmed, when the file can be read here (small files only).
+pub(super) fn source_line(file: &str, line: u32) -> Option<String> {
+    let meta = std::fs::metadata(file).ok()?;
+    if !meta.is_file() || meta.len() > 8 << 20 || line == 0 {
+        return None;
+    }
+    let text = std::fs::read(file).ok()?;
+    let l = text.split(|&b| b == b'\n').nth(line as usize - 1)?;
+    let l = String::from_utf8_lossy(l).trim().to_string();
+    (!l.is_empty()).then(|| fit(&l, 120))
+}
+
+/// `function at file:line` and, on the next line, the code there.
+pub(super) fn site(out: &mut String, label: &str, f: &Frame, suffix: &str) {
+    let func = fit(f.function.as_deref().unwrap_or("??"), 80);
+    let file = f.file.as_deref().unwrap_or("?");
+    let line = f.line.unwrap_or(0);
+    let _ = writeln!(out, "{label:<10}{func} at {file}:{line}{suffix}");
+    if let Some(code) = source_line(file, line) {
+        let _ = writeln!(out, "{:<10}    {code}", "");
+    }
+}
+
+/// The report's first lines, in the order an engineer needs them: the culprit kernel, the
+/// program's line that launched it, the device-side assert, the hint, the line where the error
+/// surfaced.
+pub(super) fn lead(out: &mut String, r: &Report, device_assert: Option<&str>) {
+    let confidence = format!("{:?}", r.culprit.confidence).to_lowercase();
+    match &r.culprit.op {
+        Some(o) => {
+            let name = match (&o.kernel, o.kind) {
+                (Some(k), _) => brief(k),
+                _ => op_brief(o),
+            };
+            let which = if failed_itself(r) {
+                "the launch itself failed".to_string()
+            } else {
+                format!("op #{}", o.seq)
+            };
+            let _ = writeln!(out, "{:<10}{name}  ({which}, {confidence})", "culprit:");
+            match program_frame(&o.python, &o.stack, o.kernel.as_deref()) {
+                Some(f) => site(out, "launched:", f, ""),
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "{:<10}(no program frame: see the launch stack below)",
+                        "launched:"
+                    );
+                }
+            }
+        }
+        None => {
+            let _ = writeln!(out, "{:<10}not identified ({confidence})", "culprit:");
+        }
+    }
+    if let Some(a) = device_assert {
+        let _ = writeln!(out, "{:<10}{}", "assert:", fit(a.trim(), 300));
+    }
+    if let Some(hint) = &r.culprit.hint {
+        let _ = writeln!(out, "{:<10}{hint}", "hint:");
+    }
+    let c = &r.reporting_call;
+    let noticed = if failed_itself(r) {
+        format!(" ({}, the failing launch itself)", c.entry_point)
+    } else {
+        format!(" ({}, which only noticed the error)", c.entry_point)
+    };
+    match program_frame(&c.python, &c.stack, None) {
+        Some(f) => site(out, "reported:", f, &noticed),
+        None => {
+            let _ = writeln!(out, "{:<10}{}{noticed}", "reported:", c.entry_point);
+        }
+    }
+}
+
+/// Whether the culprit is a launch the driver refused by itself: it was never enqueued, so it
+/// has no sequence number (0) and is also the reporting call.
+pub(super) fn failed_itself(r: &Report) -> bool {
+    r.culprit.op.as_ref().is_some_and(|o| o.seq == 0)
+}
+
+/// Text cut to about `n` characters at a word boundary.
+pub(super) fn sentence(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        return s.to_string();
+    }
+    let cut: String = s.chars().take(n).collect();
+    let cut = cut.rsplit_once(' ').map_or(cut.as_str(), |(a, _)| a);
+    format!("{cut} ...")
+}

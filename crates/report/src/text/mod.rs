@@ -1,0 +1,390 @@
+//! The human report on stderr: error, culprit with its launch stack, the reporting call, other
+//! suspects, a timeline of the last ops (CPU launches beside GPU states), and a line per stream.
+//!
+//! Serde and std only, like the whole crate: the library writes it, `cudablame show` prints it.
+//! Files by job: [`lead`] the lead block, [`frames`] launch stacks, [`names`] op and kernel
+//! names, [`timeline`] the timeline; this file assembles them.
+
+mod frames;
+mod lead;
+mod names;
+mod timeline;
+
+pub use names::{brief, op_brief, recorded_ops};
+
+use frames::stacks;
+use lead::{failed_itself, lead, sentence};
+use names::{op_line, short};
+use timeline::timeline;
+
+use crate::model::Report;
+use std::fmt::Write;
+
+/// Cuts `s` to `width` characters, ending in `...` when cut.
+pub(super) fn fit(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let kept: String = s.chars().take(width.saturating_sub(3)).collect();
+    format!("{kept}...")
+}
+
+pub(super) fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+/// The device-side assert's text (`file:line: function: block [..], thread [..] Assertion `cond`
+/// failed.`), when the report has one (`culprit.device_assert`): the lead block renders it as
+/// `assert:   <text>`, between the launching line and the hint.
+pub fn device_assert(r: &Report) -> Option<String> {
+    r.culprit.device_assert.as_ref().map(|a| a.text.clone())
+}
+
+/// Renders the report: the lead block (what to fix), then the details, shortened (the verbose
+/// form is `cudablame show --verbose`).
+pub fn render(r: &Report) -> String {
+    render_with(r, device_assert(r).as_deref(), false)
+}
+
+/// Everything: all frames kept in the text, the full confidence reasoning and every other op.
+pub fn render_verbose(r: &Report) -> String {
+    render_with(r, device_assert(r).as_deref(), true)
+}
+
+/// Renders the report; `verbose` keeps every frame, the whole reasoning and all other ops.
+pub fn render_with(r: &Report, device_assert: Option<&str>, verbose: bool) -> String {
+    let mut out = String::new();
+    let e = &r.error;
+    let _ = writeln!(
+        out,
+        "\n==== cudablame: {} ({}): {} ====",
+        e.name, e.code, e.description
+    );
+    lead(&mut out, r, device_assert);
+    let _ = writeln!(out, "---- details ----");
+    match &r.culprit.op {
+        Some(o) => {
+            let what = match &o.kernel {
+                Some(k) if verbose => format!("#{} kernel {k}", o.seq),
+                Some(k) => format!("#{} kernel {}", o.seq, short(k)),
+                None => op_line(o),
+            };
+            let _ = writeln!(out, "culprit [{:?}]: {what}", r.culprit.confidence);
+            let shared = if o.shared_mem_bytes > 0 || verbose {
+                format!(" shared {} B", o.shared_mem_bytes)
+            } else {
+                String::new()
+            };
+            let thread = if verbose {
+                format!(", thread {}", o.thread)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "    grid ({},{},{}) block ({},{},{}){shared}, stream {}, device {}{thread}, launched {} before the error",
+                o.grid[0], o.grid[1], o.grid[2], o.block[0], o.block[1], o.block[2],
+                o.stream, o.device, ms(o.age_ns)
+            );
+            let why = if verbose {
+                r.culprit.reason.clone()
+            } else {
+                sentence(&r.culprit.reason, 110)
+            };
+            let _ = writeln!(out, "    why: {why}");
+            let _ = writeln!(out, "    launched by {} from:", o.entry_point);
+            stacks(&mut out, &o.python, &o.stack, verbose);
+            if let Some(t) = &o.thread_start {
+                let _ = writeln!(out, "    on a thread started as: {t}");
+            }
+        }
+        None => {
+            let _ = writeln!(out, "culprit [{:?}]: not identified", r.culprit.confidence);
+            let _ = writeln!(out, "    why: {}", r.culprit.reason);
+        }
+    }
+    if let Some(n) = &r.culprit.not_exact {
+        let _ = writeln!(out, "    not exact: {n}");
+    }
+    for (i, c) in r.culprit.candidates.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "    candidate {}: #{} {} (stream {}){}: {}",
+            i + 1,
+            c.seq,
+            c.kernel.as_deref().map(brief).unwrap_or_else(|| "?".into()),
+            c.stream,
+            c.launched_at
+                .as_deref()
+                .map(|l| format!(", launched by {l}"))
+                .unwrap_or_default(),
+            c.evidence
+        );
+    }
+    let c = &r.reporting_call;
+    let _ = writeln!(
+        out,
+        "reported by: {} (thread {}{}), {}:",
+        c.entry_point,
+        c.thread,
+        c.stream
+            .as_deref()
+            .map(|s| format!(", stream {s}"))
+            .unwrap_or_default(),
+        if failed_itself(r) {
+            "the failing launch itself"
+        } else {
+            "which only noticed the error"
+        }
+    );
+    stacks(&mut out, &c.python, &c.stack, verbose);
+    if let Some(note) = &c.python_note {
+        let _ = writeln!(out, "    {note}");
+    }
+    if !r.suspects.is_empty() {
+        let shown = if verbose { r.suspects.len() } else { 3 };
+        let list: Vec<String> = r
+            .suspects
+            .iter()
+            .take(shown)
+            .map(|o| {
+                if verbose {
+                    format!("{} (stream {})", op_line(o), o.stream)
+                } else {
+                    op_brief(o)
+                }
+            })
+            .collect();
+        let more = r.suspects.len().saturating_sub(shown);
+        let _ = writeln!(
+            out,
+            "other unfinished ops: {}{}",
+            list.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
+    }
+    timeline(&mut out, r);
+    for s in &r.streams {
+        let _ = writeln!(
+            out,
+            "stream {} (device {}): issued {}, completed {}",
+            s.stream, s.device, s.issued, s.completed
+        );
+    }
+    if let Some(p) = &r.path {
+        let _ = writeln!(out, "json report: {p}");
+        if !verbose {
+            let _ = writeln!(out, "all frames and details: cudablame show --verbose {p}");
+        }
+    }
+    if let Some(p) = &r.trace_path {
+        let _ = writeln!(out, "trace: {p} (open in https://ui.perfetto.dev)");
+    }
+    let _ = writeln!(
+        out,
+        "==== end of cudablame report (built in {}) ====",
+        ms(r.build_ns)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lead::program_frame;
+    use super::*;
+    use crate::fixtures::sample;
+    use crate::model::{Frame, PythonFrames};
+
+    #[test]
+    fn a_graph_is_named_by_all_its_kernels_never_by_its_last() {
+        assert_eq!(
+            brief("graph: void at::k<int, float>(int*, float), oob_write(int*), quick"),
+            "graph: k, oob_write, quick"
+        );
+        assert_eq!(brief("void at::native::k<4>(int)"), "k");
+    }
+
+    #[test]
+    fn lead_block_names_kernel_line_assert_hint_and_reporting_line_in_order() {
+        let mut r = sample();
+        let frame = |function: &str, file: &str, line| Frame {
+            function: Some(function.into()),
+            file: Some(file.into()),
+            line: Some(line),
+            module: None,
+            address: "0x0".into(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("train.py");
+        std::fs::write(
+            &script,
+            "import torch\n\n    loss = F.cross_entropy(logits, target)  \n",
+        )
+        .unwrap();
+        let script = script.display().to_string();
+        let op = r.culprit.op.as_mut().unwrap();
+        op.kernel = Some(
+            "void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*)"
+                .into(),
+        );
+        op.python.python_stack = vec![
+            frame(
+                "cross_entropy",
+                "/venv/lib/python3.12/site-packages/torch/nn/functional.py",
+                3494,
+            ),
+            frame("compute_loss", &script, 3),
+            frame("main", &script, 1),
+        ];
+        r.culprit.hint = Some("check the target's range against the number of classes".into());
+        r.reporting_call.python.python_stack = vec![frame("main", &script, 1)];
+        let text = render_with(&r, Some("Loss.cu:250: block: [0,0,0], thread: [1,0,0] Assertion `t >= 0 && t < n_classes` failed."), false);
+        let lines: Vec<&str> = text.lines().skip(1).take(8).collect();
+        assert_eq!(
+            lines[0],
+            "==== cudablame: CUDA_ERROR_ILLEGAL_ADDRESS (700): illegal ===="
+        );
+        assert_eq!(
+            lines[1],
+            "culprit:  nll_loss_forward_reduce_cuda_kernel_2d  (op #2, exact)"
+        );
+        assert_eq!(lines[2], format!("launched: compute_loss at {script}:3"));
+        assert_eq!(lines[3].trim(), "loss = F.cross_entropy(logits, target)");
+        assert!(
+            lines[4].starts_with("assert:   Loss.cu:250: block"),
+            "{text}"
+        );
+        assert_eq!(
+            lines[5],
+            "hint:     check the target's range against the number of classes"
+        );
+        assert_eq!(
+            lines[6],
+            format!("reported: main at {script}:1 (cuMemcpyDtoH_v2, which only noticed the error)")
+        );
+        assert_eq!(lines[7].trim(), "import torch");
+        // Without a device assert in the report, no assert line.
+        assert!(r.culprit.device_assert.is_none());
+        assert!(!render(&r).contains("assert:"));
+        // Verbose keeps the whole name; the default cuts the reasoning and hides thread ids.
+        assert!(render_verbose(&r).contains("kernel void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*)"));
+    }
+
+    #[test]
+    fn nvcc_host_stub_and_headers_are_not_the_launching_line() {
+        let f = |function: &str, file: &str, line| Frame {
+            function: Some(function.into()),
+            file: Some(file.into()),
+            line: Some(line),
+            module: None,
+            address: "0x0".into(),
+        };
+        let native = vec![
+            f(
+                "__cudaLaunchKernel_helper",
+                "/usr/local/cuda/include/crt/device_functions.h",
+                2963,
+            ),
+            f(
+                "__device_stub__Z9oob_writePii(int*, int)",
+                "/tmp/tmpxft_0000_stub.c",
+                1,
+            ),
+            f("oob_write(int*, int)", "/src/oob_write.cu", 58),
+            f("launch_oob_write(int)", "/src/oob_write.cu", 78),
+        ];
+        let mut native = native;
+        native.insert(
+            0,
+            Frame {
+                module: Some("/lib/x86_64-linux-gnu/libc.so.6".into()),
+                ..f(
+                    "__libc_start_call_main",
+                    "./csu/../sysdeps/nptl/libc_start_call_main.h",
+                    58,
+                )
+            },
+        );
+        let none = PythonFrames::default();
+        let got = program_frame(&none, &native, Some("oob_write(int*, int)")).unwrap();
+        assert_eq!(
+            (got.function.as_deref(), got.line),
+            (Some("launch_oob_write(int)"), Some(78))
+        );
+    }
+
+    #[test]
+    fn kernel_names_are_cut_to_their_base_name() {
+        assert_eq!(
+            brief("void at::native::vectorized_elementwise_kernel<4, F>(int, F)"),
+            "vectorized_elementwise_kernel"
+        );
+        assert_eq!(brief("oob_write"), "oob_write");
+        assert_eq!(brief("ns::k(int)"), "k");
+        let torch = "void (anonymous namespace)::elementwise_kernel_with_index<int, at::native::arange_cuda_out(\
+                     c10::Scalar const&)::{lambda()#1}>(int, F, R)";
+        assert_eq!(brief(torch), "elementwise_kernel_with_index");
+        let nested = "void at::native::index_elementwise_kernel<128, 4, void at::native::gpu_index_kernel<\
+                      void at::native::index_kernel_impl<at::native::OpaqueType<4> >(at::TensorIteratorBase&)>(F)";
+        assert_eq!(brief(nested), "index_elementwise_kernel");
+    }
+
+    #[test]
+    fn old_reports_without_new_fields_deserialize() {
+        let r = sample();
+        assert_eq!(
+            (
+                r.process.local_rank,
+                r.process.world_size,
+                r.process.job_id.as_deref()
+            ),
+            (None, None, None)
+        );
+        assert!(!r.streams[0].recent[0].synchronous);
+    }
+
+    #[test]
+    fn timeline_keeps_the_culprit_and_fits_100_columns() {
+        let text = render(&sample());
+        let start = text.find("timeline").expect("a timeline");
+        let lines: Vec<&str> = text[start..]
+            .lines()
+            .take_while(|l| !l.starts_with("stream "))
+            .collect();
+        assert!(lines.len() <= 13, "{}", lines.join("\n"));
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= 100),
+            "{}",
+            lines.join("\n")
+        );
+        assert!(
+            lines[1].contains("legacy") && lines[1].contains("0xabc"),
+            "{}",
+            lines[1]
+        );
+        let culprit = lines
+            .iter()
+            .find(|l| l.contains("<== CULPRIT"))
+            .expect("culprit row");
+        assert!(
+            culprit.contains("#2 k2") && culprit.contains("-98.000 ms"),
+            "{culprit}"
+        );
+        assert!(
+            lines.iter().any(|l| l.contains("... 4 more ops")),
+            "{}",
+            lines.join("\n")
+        );
+        let last = lines.last().unwrap();
+        assert!(
+            last.contains("cuMemcpyDtoH_v2") && last.contains("REPORTED HERE"),
+            "{last}"
+        );
+        // Each op appears once, in launch order.
+        assert_eq!(text.matches("#12 k12").count(), 1);
+    }
+}
