@@ -2,6 +2,7 @@
 //! suspects, a timeline of the last ops (CPU launches beside GPU states), and a line per stream.
 //!
 //! Serde and std only, like the whole crate: the library writes it, `cudablame show` prints it.
+//!
 //! Files by job: [`lead`] the lead block, [`frames`] launch stacks, [`names`] op and kernel
 //! names, [`timeline`] the timeline; this file assembles them.
 
