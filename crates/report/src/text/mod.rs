@@ -3,8 +3,8 @@
 //!
 //! Serde and std only, like the whole crate: the library writes it, `cudablame show` prints it.
 //!
-//! Files by job: [`lead`] the lead block, [`frames`] launch stacks, [`names`] op and kernel
-//! names, [`timeline`] the timeline; this file assembles them.
+//! Files by job: `lead` the lead block, `frames` launch stacks, `names` op and kernel
+//! names, `timeline` the timeline; this file assembles them.
 
 mod frames;
 mod lead;
