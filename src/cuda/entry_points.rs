@@ -373,7 +373,6 @@ mod tests {
 mod prototype_check {
     use crate::cuda::*;
     use std::any::type_name;
-    use std::ffi::c_char;
 
     macro_rules! signatures {
         ($( [$($v:ident : $sd:ident),+] $params:tt => $ctor:ident $args:tt; )*) => {
@@ -424,7 +423,6 @@ mod prototype_check {
                 }
             };
         }
-        let _: Option<*const c_char> = None;
         aliases!(
             CUresult,
             CUdevice,
