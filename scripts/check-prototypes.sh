@@ -4,13 +4,18 @@
 # list, then g++ compiles it twice against cuda.h, without and with
 # CUDA_API_PER_THREAD_DEFAULT_STREAM (the _ptsz/_ptds names are declared only then). Names this
 # cuda.h does not declare (older variants such as cuStreamWriteValue32) are listed and skipped.
-# Needs the CUDA headers (CUDA_HOME, default /usr/local/cuda); run it on the GPU machine.
+# Needs the CUDA headers (CUDA_HOME, default /usr/local/cuda); run it on the GPU machine, with
+# PROTOTYPES=<the generated file> where there is no cargo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 inc="${CUDA_HOME:-/usr/local/cuda}/include"
 [ -f "$inc/cuda.h" ] || { echo "no $inc/cuda.h (set CUDA_HOME)" >&2; exit 2; }
-cargo test --release -p cudablame-preload --lib prototype_check -- --quiet
-file="${CARGO_TARGET_DIR:-target}/entry_point_check.cpp"
+# The GPU machine has no Rust: there, pass the file generated here (PROTOTYPES=.gpu/entry_point_check.cpp).
+file=${PROTOTYPES:-}
+if [ -z "$file" ]; then
+    cargo test --release -p cudablame-preload --lib prototype_check -- --quiet
+    file="${CARGO_TARGET_DIR:-target}/entry_point_check.cpp"
+fi
 check() {
     local skips=() err names
     while :; do
