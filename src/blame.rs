@@ -15,7 +15,7 @@
 
 use crate::record::{OpKind, OpRecord, StreamView};
 
-pub use crate::report::model::Confidence;
+pub use cudablame_report::model::Confidence;
 
 /// Where an op sits in the views: `(stream index, op index in that stream's ring)`.
 pub type OpAt = (usize, usize);
@@ -58,12 +58,13 @@ pub struct Clues<'a> {
     /// kernels; empty for copies, memsets and unknown handles.
     pub kernels: &'a mut dyn FnMut(&OpRecord) -> Vec<String>,
     /// The kernel a device-side assert named, as a bare function name
-    /// (`real::printf::kernel_base_name`).
+    /// (`DeviceAssert::kernel_base_name` of the report crate).
     pub assert_kernel: Option<&'a str>,
 }
 
 /// Judges a sticky error reported in `context` (`None`: unknown, consider every context), from
-/// the rings alone.
+/// the rings alone (tests; the library calls [`judge_with`]).
+#[cfg(test)]
 pub fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
     judge_with(
         views,
@@ -227,7 +228,7 @@ pub fn judge_with(views: &[StreamView], context: Option<usize>, clues: &mut Clue
         assert_kernel.is_some_and(|k| {
             (clues.kernels)(op(at))
                 .iter()
-                .any(|n| crate::real::printf::names_kernel(n, k))
+                .any(|n| cudablame_report::model::DeviceAssert::names_kernel(n, k))
         })
     };
 

@@ -55,7 +55,7 @@ pub struct Config {
     /// `CUDABLAME_TEST_PANIC` (test-only, undocumented for users): make cudablame's own code
     /// panic at this point, to prove the program is unaffected (`describe`, `record`, `report`,
     /// `resolve`).
-    pub test_panic: Option<crate::safety::PanicPoint>,
+    pub test_panic: Option<PanicPoint>,
 }
 
 impl Default for Config {
@@ -177,7 +177,7 @@ pub fn pattern_problem(pattern: &str) -> Option<String> {
             "is not a path (give a path pattern such as reports/cb-%h-%p.json, or off)".into(),
         );
     }
-    crate::report::pattern::escape_problem(pattern)
+    cudablame_report::pattern::escape_problem(pattern)
 }
 
 /// A value as echoed in a warning: quoted, escaped, cut to 64 characters.
@@ -316,7 +316,7 @@ impl Config {
             c.stats = on_off("CUDABLAME_STATS", &v, false, &mut w);
         }
         if let Some(v) = get("CUDABLAME_TEST_PANIC") {
-            c.test_panic = crate::safety::PanicPoint::parse(v.trim());
+            c.test_panic = PanicPoint::parse(v.trim());
             if c.test_panic.is_none() {
                 w.push(format!(
                     "CUDABLAME_TEST_PANIC={} is not describe/record/report/resolve (a test-only variable); ignored",
@@ -325,6 +325,39 @@ impl Config {
             }
         }
         (c, w)
+    }
+}
+
+/// Where `CUDABLAME_TEST_PANIC` (test-only) makes cudablame's own code panic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PanicPoint {
+    /// Describing a hooked call from its arguments, before the real call.
+    Describe,
+    /// Recording around the real call (launch rings, synchronization bookkeeping).
+    Record,
+    /// Building or writing the report.
+    Report,
+    /// Choosing the wrapper for a function resolved by `dlsym` / `cuGetProcAddress`.
+    Resolve,
+}
+
+impl PanicPoint {
+    pub fn parse(s: &str) -> Option<PanicPoint> {
+        match s {
+            "describe" => Some(PanicPoint::Describe),
+            "record" => Some(PanicPoint::Record),
+            "report" => Some(PanicPoint::Report),
+            "resolve" => Some(PanicPoint::Resolve),
+            _ => None,
+        }
+    }
+}
+
+/// Panics if `CUDABLAME_TEST_PANIC` names `point` (tests of the no-panic guarantee).
+#[inline]
+pub fn test_panic(point: PanicPoint) {
+    if get().test_panic == Some(point) {
+        panic!("CUDABLAME_TEST_PANIC={point:?}");
     }
 }
 

@@ -43,7 +43,7 @@ pub fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Option<OpR
     if trigger == LAUNCH && !crate::config::get().report_nonsticky {
         // A launch refused by itself is not sticky: the program got the error and may well
         // handle it (an autotuner trying configurations after 701). One quiet line, once.
-        crate::safety::test_panic(crate::safety::PanicPoint::Report);
+        crate::config::test_panic(crate::config::PanicPoint::Report);
         if let Some(op) = unrecorded {
             quiet_line(ep, rc, &op);
         }

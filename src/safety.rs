@@ -1,7 +1,8 @@
 //! Never changing the program: cudablame's own code runs under [`guarded`], which turns a panic
 //! into "cudablame is off from now on" (one line on stderr, the real results still returned);
 //! stderr is written with [`write_stderr`], which never panics and never raises `SIGPIPE` in the
-//! program; and a forked child forgets the parent's tables ([`after_fork_in_child`]).
+//! program; and a forked child forgets the parent's tables ([`register_fork_handler`], given the
+//! reset of every table by `interpose`, the top of the data path).
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
 
@@ -71,39 +72,6 @@ fn install_panic_hook() {
             "cudablame: internal error ({message}{at}); continuing without it"
         ));
     }));
-}
-
-/// Where `CUDABLAME_TEST_PANIC` (test-only) makes cudablame's own code panic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PanicPoint {
-    /// Describing a hooked call from its arguments, before the real call.
-    Describe,
-    /// Recording around the real call (launch rings, synchronization bookkeeping).
-    Record,
-    /// Building or writing the report.
-    Report,
-    /// Choosing the wrapper for a function resolved by `dlsym` / `cuGetProcAddress`.
-    Resolve,
-}
-
-impl PanicPoint {
-    pub fn parse(s: &str) -> Option<PanicPoint> {
-        match s {
-            "describe" => Some(PanicPoint::Describe),
-            "record" => Some(PanicPoint::Record),
-            "report" => Some(PanicPoint::Report),
-            "resolve" => Some(PanicPoint::Resolve),
-            _ => None,
-        }
-    }
-}
-
-/// Panics if `CUDABLAME_TEST_PANIC` names `point` (tests of the no-panic guarantee).
-#[inline]
-pub fn test_panic(point: PanicPoint) {
-    if crate::config::get().test_panic == Some(point) {
-        panic!("CUDABLAME_TEST_PANIC={point:?}");
-    }
 }
 
 /// Writes one line (a newline is added) to stderr; see [`write_stderr`].
@@ -222,15 +190,16 @@ impl<T: Default> Default for Resettable<T> {
     }
 }
 
-/// Registers [`after_fork_in_child`] with `pthread_atfork`, once (at the first hooked call: a
+/// Registers `child` (interpose's `after_fork_in_child`) with `pthread_atfork`, once (at the first hooked call: a
 /// process that never reaches the driver has nothing to forget).
-pub fn register_fork_handler() {
+pub fn register_fork_handler(child: extern "C" fn()) {
     // Not a `std::sync::Once`: a thread forking while another is inside `call_once` would leave
     // the child's copy "running" forever, and the child's first hook would wait on it forever.
     static REGISTERED: AtomicBool = AtomicBool::new(false);
     if !REGISTERED.load(Ordering::Acquire) && !REGISTERED.swap(true, Ordering::AcqRel) {
-        // SAFETY: registers a plain extern "C" function.
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+        // SAFETY: registers a plain extern "C" function that takes no lock and never unwinds
+        // (`child` catches panics); pthread_atfork has no other precondition.
+        unsafe { libc::pthread_atfork(None, None, Some(child)) };
     }
 }
 
@@ -291,17 +260,6 @@ impl<T> Default for ForkSafeOnce<T> {
 // thread publishes the value another computed... never: each thread publishes its own.
 unsafe impl<T: Send + Sync> Sync for ForkSafeOnce<T> {}
 unsafe impl<T: Send> Send for ForkSafeOnce<T> {}
-
-/// `pthread_atfork` child handler: the child must never use its parent's contexts, streams,
-/// marker slots or kernel names, and reports its own errors under its own pid. Takes no lock.
-extern "C" fn after_fork_in_child() {
-    let _ = std::panic::catch_unwind(|| {
-        crate::record::forget_after_fork();
-        crate::detect::reset_after_fork();
-        crate::real::printf::reset_after_fork();
-        crate::stack::forget_after_fork();
-    });
-}
 
 #[cfg(test)]
 mod tests {

@@ -133,6 +133,31 @@ pub fn created(pthread: usize, s: Start) {
     slot.gen.store(s.gen, Ordering::Release);
 }
 
+thread_local! {
+    static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The calling thread's OS id, cached.
+pub fn thread_id() -> u32 {
+    // Without thread-local storage (a hook running in a TLS destructor or after): no cache.
+    // SAFETY: gettid has no preconditions.
+    let ask = || unsafe { libc::gettid() } as u32;
+    TID.try_with(|t| {
+        if t.get() == 0 {
+            t.set(ask());
+            bind_current(t.get());
+        }
+        t.get()
+    })
+    .unwrap_or_else(|_| ask())
+}
+
+/// Forgets the calling thread's cached id (the `pthread_atfork` child handler): the forking
+/// thread has a new OS id in the child.
+pub fn reset_after_fork() {
+    let _ = TID.try_with(|t| t.set(0));
+}
+
 /// Binds the calling thread's OS id to its `pthread_t` (once per thread, at its first hooked
 /// call).
 pub fn bind_current(tid: u32) {
@@ -181,15 +206,6 @@ pub fn type_name(s: &Start) -> Option<String> {
     Some(raw.to_string_lossy().into_owned())
 }
 
-/// A readable type name for a `std::thread` state: `_ZTS`-less mangled names demangle as types.
-pub fn demangle_type(mangled: &str) -> String {
-    let with_prefix = format!("_ZTS{mangled}");
-    let d = crate::stack::demangle(&with_prefix);
-    d.strip_prefix("typeinfo name for ")
-        .map(String::from)
-        .unwrap_or(d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,13 +226,5 @@ mod tests {
         created(0xAAA0, s2);
         assert_eq!(start_of(77).map(|s| s.start), Some(0x1000));
         assert_eq!(start_of(78), None);
-    }
-
-    #[test]
-    fn type_names_demangle() {
-        assert_eq!(
-            demangle_type("NSt6thread11_State_implINS_8_InvokerISt5tupleIJZ4mainEUlvE_EEEEEE"),
-            "std::thread::_State_impl<std::thread::_Invoker<std::tuple<main::{lambda()#1}> > >"
-        );
     }
 }

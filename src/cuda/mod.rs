@@ -146,3 +146,12 @@ pub fn error_name(code: CUresult) -> (&'static str, &'static str) {
         _ => ("CUDA_ERROR_UNRECOGNIZED", "unrecognized error code"),
     }
 }
+
+/// Where one side of a copy lives, as far as cudablame can tell
+/// (`cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE)`, see `real::Driver::memory_side`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Host,
+    Device,
+    Unknown,
+}

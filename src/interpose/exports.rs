@@ -11,7 +11,7 @@ use std::ffi::{c_char, c_uint, c_void};
 macro_rules! export_one {
     ($v:ident ($($p:ident : $t:ty),* $(,)?) $ctor:ident ($($a:expr),* $(,)?)) => {
         #[doc = concat!("Hooked `", stringify!($v), "` (see `cuda.h`); returns exactly what the real one returns.")]
-        #[no_mangle]
+        #[cfg_attr(not(test), no_mangle)]
         pub unsafe extern "C" fn $v($($p: $t),*) -> CUresult {
             // Passed by reference, which also keeps this frame alive (no tail call) while the
             // hook unwinds from it.

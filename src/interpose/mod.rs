@@ -48,7 +48,7 @@ pub fn hook(
     if crate::safety::disabled() || !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false) {
         return real_call();
     }
-    crate::safety::register_fork_handler();
+    crate::safety::register_fork_handler(after_fork_in_child);
     struct Leave;
     impl Drop for Leave {
         fn drop(&mut self) {
@@ -57,23 +57,23 @@ pub fn hook(
     }
     let _leave = Leave;
     let describe = || {
-        crate::safety::test_panic(crate::safety::PanicPoint::Describe);
+        crate::config::test_panic(crate::config::PanicPoint::Describe);
         describe()
     };
-    let Some(call) = crate::guarded(describe) else {
+    let Some(call) = crate::safety::guarded(describe) else {
         return real_call();
     };
     let (rc, unrecorded) = match call {
         Call::Enqueue(launch) => record::enqueue(ep, launch, entry, real_call),
         _ => {
-            let mark = crate::guarded(|| record::before(ep, &call)).flatten();
+            let mark = crate::safety::guarded(|| record::before(ep, &call)).flatten();
             let rc = real_call();
-            crate::guarded(|| record::after(ep, &call, mark, rc, entry));
+            crate::safety::guarded(|| record::after(ep, &call, mark, rc, entry));
             (rc, None)
         }
     };
     if rc != CUDA_SUCCESS {
-        crate::guarded(|| detect::observe(ep, &call, rc, unrecorded));
+        crate::safety::guarded(|| detect::observe(ep, &call, rc, unrecorded));
     }
     rc
 }
@@ -92,10 +92,24 @@ fn real_function(ep: EntryPoint) -> usize {
     unsafe { real::dlsym(libc::RTLD_NEXT, ep.c_name().as_ptr()) as usize }
 }
 
+/// `pthread_atfork` child handler, registered at the first hook: the child must never use its
+/// parent's contexts, streams, marker slots, kernel names or captured assert text, and reports its
+/// own errors under its own pid. Each table's owner resets its own tables; this is the one place
+/// that knows every owner (a new table's reset goes here). Takes no lock.
+extern "C" fn after_fork_in_child() {
+    let _ = std::panic::catch_unwind(|| {
+        record::forget_after_fork();
+        detect::reset_after_fork();
+        real::printf::reset_after_fork();
+        crate::stack::forget_after_fork();
+        crate::threads::reset_after_fork();
+    });
+}
+
 /// Our replacement for a resolved driver function address: the wrapper of the hooked variant
 /// that lives at `address`, our resolvers for the real `cuGetProcAddress*`, else `address` itself.
 pub fn wrap_resolved(address: usize) -> usize {
-    crate::safety::test_panic(crate::safety::PanicPoint::Resolve);
+    crate::config::test_panic(crate::config::PanicPoint::Resolve);
     let Some(d) = real::driver_near(address) else {
         return address;
     };
@@ -131,7 +145,7 @@ fn debug_resolution(how: &str, symbol: *const c_char, from: usize, to: usize) {
 /// lookups of names cudablame exports go to [`dlsym_default`] (so that a function the driver
 /// lacks is still absent); lookups in a library handle go to [`dlsym_in_handle`].
 #[cfg(target_arch = "x86_64")]
-#[no_mangle]
+#[cfg_attr(not(test), no_mangle)]
 #[unsafe(naked)]
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
     std::arch::naked_asm!(
@@ -186,7 +200,7 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
 /// Interposed `dlsym` where no naked entry is written (not x86-64): pseudo-handle lookups are
 /// made from inside libcudablame, so `RTLD_NEXT` means "after libcudablame" there.
 #[cfg(not(target_arch = "x86_64"))]
-#[no_mangle]
+#[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
     let mut answer = std::ptr::null_mut();
     // SAFETY: the program's own arguments, passed on.
@@ -201,7 +215,7 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
 /// Interposed `dlclose` (`dlclose(3)`): glibc's, with the unwinder's module list dropped
 /// around it ([`crate::stack::unwind::unloading`]) so that no launch stack is unwound through a
 /// library being unmapped and the next one sees the new list at once.
-#[no_mangle]
+#[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     let real = real::real_dlclose();
     if real == 0 {
@@ -325,19 +339,10 @@ unsafe extern "C" fn dlsym_in_handle(handle: *mut c_void, symbol: *const c_char)
     {
         return p; // A runtime's own entry: not a driver function.
     }
-    let wrapped = crate::guarded(|| wrap_resolved(p as usize)).unwrap_or(p as usize);
-    crate::guarded(|| debug_resolution("dlsym", symbol, p as usize, wrapped));
+    let wrapped = crate::safety::guarded(|| wrap_resolved(p as usize)).unwrap_or(p as usize);
+    crate::safety::guarded(|| debug_resolution("dlsym", symbol, p as usize, wrapped));
     wrapped as *mut c_void
 }
-
-type GetProcAddress = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
-type GetProcAddressV2 = unsafe extern "C" fn(
-    *const c_char,
-    *mut *mut c_void,
-    c_int,
-    u64,
-    *mut CUdriverProcAddressQueryResult,
-) -> CUresult;
 
 /// Replaces a successfully resolved function pointer in `*pfn` by its wrapper.
 ///
@@ -348,182 +353,143 @@ unsafe fn wrap_out(how: &str, symbol: *const c_char, pfn: *mut *mut c_void) {
     let p = unsafe { pfn.as_mut() };
     if let Some(p) = p.filter(|p| !p.is_null()) {
         let from = *p as usize;
-        let to = crate::guarded(|| wrap_resolved(from)).unwrap_or(from);
-        crate::guarded(|| debug_resolution(how, symbol, from, to));
+        let to = crate::safety::guarded(|| wrap_resolved(from)).unwrap_or(from);
+        crate::safety::guarded(|| debug_resolution(how, symbol, from, to));
         *p = to as *mut c_void;
     }
 }
 
-/// Interposed `cuGetProcAddress` (CUDA 11.3-11.8 signature, driver API doc "Entry Point Access").
-#[no_mangle]
-pub unsafe extern "C" fn cuGetProcAddress(
-    symbol: *const c_char,
-    pfn: *mut *mut c_void,
-    cuda_version: c_int,
-    flags: u64,
-) -> CUresult {
-    let real = real::driver().map(|d| d.get_proc_address).unwrap_or(0);
-    if real == 0 {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    }
-    // SAFETY: the driver's own cuGetProcAddress.
-    let rc = unsafe {
-        std::mem::transmute::<usize, GetProcAddress>(real)(symbol, pfn, cuda_version, flags)
+/// Defines an interposed driver resolver `$name(symbol, pfn, ...)`: the driver's own resolver
+/// (`Driver::$field`) first, so that `cudaVersion` and `flags` pick the variant, then the
+/// function it returned replaced by its wrapper.
+macro_rules! driver_resolver {
+    ($(#[doc = $doc:literal])* $name:ident => $field:ident
+     ($symbol:ident, $pfn:ident $(, $p:ident : $t:ty)*)) => {
+        $(#[doc = $doc])*
+        #[cfg_attr(not(test), no_mangle)]
+        #[allow(non_snake_case)] // The C name (no_mangle is off in unit tests).
+        pub unsafe extern "C" fn $name(
+            $symbol: *const c_char,
+            $pfn: *mut *mut c_void,
+            $($p: $t),*
+        ) -> CUresult {
+            type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void $(, $t)*) -> CUresult;
+            let real = real::driver().map(|d| d.$field).unwrap_or(0);
+            if real == 0 {
+                return CUDA_ERROR_NOT_INITIALIZED;
+            }
+            // SAFETY: `real` is the driver's own resolver of this name, whose signature `F` is
+            // (`cuda.h`); the program's arguments are passed on unchanged.
+            let rc = unsafe { std::mem::transmute::<usize, F>(real)($symbol, $pfn $(, $p)*) };
+            if rc == CUDA_SUCCESS {
+                // SAFETY: the real call succeeded, so `pfn` is the program's valid out slot,
+                // written.
+                unsafe { wrap_out(stringify!($name), $symbol, $pfn) };
+            }
+            rc
+        }
     };
-    if rc == CUDA_SUCCESS {
-        // SAFETY: the real call succeeded, so `pfn` is the program's valid out slot, written.
-        unsafe { wrap_out("cuGetProcAddress", symbol, pfn) };
-    }
-    rc
 }
 
-/// Interposed `cuGetProcAddress_v2` (CUDA >= 12.0: adds the query-result out parameter).
-#[no_mangle]
-pub unsafe extern "C" fn cuGetProcAddress_v2(
-    symbol: *const c_char,
-    pfn: *mut *mut c_void,
-    cuda_version: c_int,
-    flags: u64,
-    status: *mut CUdriverProcAddressQueryResult,
-) -> CUresult {
-    let real = real::driver().map(|d| d.get_proc_address_v2).unwrap_or(0);
-    if real == 0 {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    }
-    // SAFETY: the driver's own cuGetProcAddress_v2.
-    let rc = unsafe {
-        std::mem::transmute::<usize, GetProcAddressV2>(real)(
-            symbol,
-            pfn,
-            cuda_version,
-            flags,
-            status,
-        )
-    };
-    if rc == CUDA_SUCCESS {
-        // SAFETY: the real call succeeded, so `pfn` is the program's valid out slot, written.
-        unsafe { wrap_out("cuGetProcAddress_v2", symbol, pfn) };
-    }
-    rc
+driver_resolver! {
+    /// Interposed `cuGetProcAddress` (CUDA 11.3-11.8 signature, driver API doc "Entry Point
+    /// Access"): `(symbol, pfn, cudaVersion, flags)`.
+    cuGetProcAddress => get_proc_address (symbol, pfn, cuda_version: c_int, flags: u64)
+}
+
+driver_resolver! {
+    /// Interposed `cuGetProcAddress_v2` (CUDA >= 12.0: adds the query-result out parameter):
+    /// `(symbol, pfn, cudaVersion, flags, symbolStatus)`.
+    cuGetProcAddress_v2 => get_proc_address_v2 (
+        symbol, pfn, cuda_version: c_int, flags: u64, status: *mut CUdriverProcAddressQueryResult
+    )
 }
 
 /// `cudaErrorSymbolNotFound` (driver_types.h): returned when no CUDA runtime is loaded.
 const CUDA_ERROR_SYMBOL_NOT_FOUND_RT: c_uint = 500;
 
-/// Interposed `cudaGetDriverEntryPoint` (CUDA runtime API, "Driver Entry Point Access"; the
-/// fourth parameter exists from CUDA 12.0 and is passed through as is for older callers). The
-/// entry adds the caller's return address as a fifth argument: the runtime is looked up in the
-/// caller's scope (see [`next_definition`]).
-#[cfg(target_arch = "x86_64")]
-#[no_mangle]
-#[unsafe(naked)]
-pub unsafe extern "C" fn cudaGetDriverEntryPoint(
-    symbol: *const c_char,
-    func: *mut *mut c_void,
-    flags: u64,
-    status: *mut c_uint,
-) -> c_uint {
-    std::arch::naked_asm!("mov r8, qword ptr [rsp]", "jmp {imp}", imp = sym get_driver_entry_point)
+/// Defines an interposed runtime resolver `$name(symbol, func, ...)` and its body `$imp`, which
+/// takes the caller's return address as one more argument: the runtime's own function is looked
+/// up in the caller's scope (see [`next_definition`]), called, and the function it returned
+/// replaced by its wrapper. On x86-64 a naked entry adds the caller's address (`$caller`: the
+/// instruction that puts `[rsp]` in the first free argument register) and jumps to `$imp`;
+/// elsewhere the address is 0 (unknown).
+macro_rules! runtime_resolver {
+    ($(#[doc = $doc:literal])* $name:ident => $imp:ident, $cname:literal, $caller:literal,
+     ($symbol:ident, $func:ident $(, $p:ident : $t:ty)*)) => {
+        $(#[doc = $doc])*
+        #[cfg(target_arch = "x86_64")]
+        #[cfg_attr(not(test), no_mangle)]
+        #[allow(non_snake_case)] // The C name (no_mangle is off in unit tests).
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name(
+            $symbol: *const c_char,
+            $func: *mut *mut c_void,
+            $($p: $t),*
+        ) -> c_uint {
+            std::arch::naked_asm!($caller, "jmp {imp}", imp = sym $imp)
+        }
+
+        $(#[doc = $doc])*
+        /// Not x86-64: without the caller's address.
+        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg_attr(not(test), no_mangle)]
+        #[allow(non_snake_case)] // The C name (no_mangle is off in unit tests).
+        pub unsafe extern "C" fn $name(
+            $symbol: *const c_char,
+            $func: *mut *mut c_void,
+            $($p: $t),*
+        ) -> c_uint {
+            // SAFETY: the program's own arguments, as the runtime function takes them; 0: no
+            // caller.
+            unsafe { $imp($symbol, $func $(, $p)*, 0) }
+        }
+
+        /// The body of the export of the same name.
+        ///
+        /// # Safety
+        /// The contract of the runtime function (CUDA runtime API, "Driver Entry Point Access"):
+        /// `symbol` NUL-terminated, `func` a valid out slot, `status` NULL or valid; `caller` any
+        /// address (0: unknown).
+        unsafe extern "C" fn $imp(
+            $symbol: *const c_char,
+            $func: *mut *mut c_void,
+            $($p: $t,)*
+            caller: usize,
+        ) -> c_uint {
+            type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void $(, $t)*) -> c_uint;
+            let real = next_definition($cname, $name as *const () as usize, caller);
+            if real == 0 {
+                return CUDA_ERROR_SYMBOL_NOT_FOUND_RT;
+            }
+            // SAFETY: `real` is the runtime's own function of this name, whose signature `F` is
+            // (`cuda_runtime_api.h`); the program's arguments are passed on unchanged.
+            let rc = unsafe { std::mem::transmute::<usize, F>(real)($symbol, $func $(, $p)*) };
+            if rc == 0 {
+                // SAFETY: the runtime succeeded, so `func` is the program's valid out slot,
+                // written.
+                unsafe { wrap_out(stringify!($name), $symbol, $func) };
+            }
+            rc
+        }
+    };
 }
 
-/// Interposed `cudaGetDriverEntryPoint` without the caller's address (not x86-64).
-#[cfg(not(target_arch = "x86_64"))]
-#[no_mangle]
-pub unsafe extern "C" fn cudaGetDriverEntryPoint(
-    symbol: *const c_char,
-    func: *mut *mut c_void,
-    flags: u64,
-    status: *mut c_uint,
-) -> c_uint {
-    // SAFETY: the program's own arguments, as the runtime function takes them; 0: no caller.
-    unsafe { get_driver_entry_point(symbol, func, flags, status, 0) }
+runtime_resolver! {
+    /// Interposed `cudaGetDriverEntryPoint` (CUDA runtime API, "Driver Entry Point Access"):
+    /// `(symbol, funcPtr, flags, driverStatus)`; the fourth parameter exists from CUDA 12.0 and is
+    /// passed through as is for older callers.
+    cudaGetDriverEntryPoint => get_driver_entry_point, c"cudaGetDriverEntryPoint",
+    "mov r8, qword ptr [rsp]",
+    (symbol, func, flags: u64, status: *mut c_uint)
 }
 
-/// # Safety
-/// The contract of `cudaGetDriverEntryPoint` (CUDA runtime API): `symbol` NUL-terminated,
-/// `func` a valid out slot, `status` NULL or valid; `caller` any address (0: unknown).
-unsafe extern "C" fn get_driver_entry_point(
-    symbol: *const c_char,
-    func: *mut *mut c_void,
-    flags: u64,
-    status: *mut c_uint,
-    caller: usize,
-) -> c_uint {
-    type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void, u64, *mut c_uint) -> c_uint;
-    let real = next_definition(
-        c"cudaGetDriverEntryPoint",
-        cudaGetDriverEntryPoint as *const () as usize,
-        caller,
-    );
-    if real == 0 {
-        return CUDA_ERROR_SYMBOL_NOT_FOUND_RT;
-    }
-    // SAFETY: the runtime's own function of this signature.
-    let rc = unsafe { std::mem::transmute::<usize, F>(real)(symbol, func, flags, status) };
-    if rc == 0 {
-        // SAFETY: the runtime succeeded, so `func` is the program's valid out slot, written.
-        unsafe { wrap_out("cudaGetDriverEntryPoint", symbol, func) };
-    }
-    rc
-}
-
-/// Interposed `cudaGetDriverEntryPointByVersion` (CUDA >= 12.5 runtime API); the entry adds the
-/// caller's return address as a sixth argument.
-#[cfg(target_arch = "x86_64")]
-#[no_mangle]
-#[unsafe(naked)]
-pub unsafe extern "C" fn cudaGetDriverEntryPointByVersion(
-    symbol: *const c_char,
-    func: *mut *mut c_void,
-    cuda_version: c_uint,
-    flags: u64,
-    status: *mut c_uint,
-) -> c_uint {
-    std::arch::naked_asm!("mov r9, qword ptr [rsp]", "jmp {imp}", imp = sym get_driver_entry_point_by_version)
-}
-
-/// Interposed `cudaGetDriverEntryPointByVersion` without the caller's address (not x86-64).
-#[cfg(not(target_arch = "x86_64"))]
-#[no_mangle]
-pub unsafe extern "C" fn cudaGetDriverEntryPointByVersion(
-    symbol: *const c_char,
-    func: *mut *mut c_void,
-    cuda_version: c_uint,
-    flags: u64,
-    status: *mut c_uint,
-) -> c_uint {
-    // SAFETY: the program's own arguments, as the runtime function takes them; 0: no caller.
-    unsafe { get_driver_entry_point_by_version(symbol, func, cuda_version, flags, status, 0) }
-}
-
-/// # Safety
-/// The contract of `cudaGetDriverEntryPointByVersion`, as for [`get_driver_entry_point`].
-unsafe extern "C" fn get_driver_entry_point_by_version(
-    symbol: *const c_char,
-    func: *mut *mut c_void,
-    cuda_version: c_uint,
-    flags: u64,
-    status: *mut c_uint,
-    caller: usize,
-) -> c_uint {
-    type F =
-        unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_uint, u64, *mut c_uint) -> c_uint;
-    let real = next_definition(
-        c"cudaGetDriverEntryPointByVersion",
-        cudaGetDriverEntryPointByVersion as *const () as usize,
-        caller,
-    );
-    if real == 0 {
-        return CUDA_ERROR_SYMBOL_NOT_FOUND_RT;
-    }
-    // SAFETY: the runtime's own function of this signature.
-    let rc =
-        unsafe { std::mem::transmute::<usize, F>(real)(symbol, func, cuda_version, flags, status) };
-    if rc == 0 {
-        // SAFETY: the runtime succeeded, so `func` is the program's valid out slot, written.
-        unsafe { wrap_out("cudaGetDriverEntryPointByVersion", symbol, func) };
-    }
-    rc
+runtime_resolver! {
+    /// Interposed `cudaGetDriverEntryPointByVersion` (CUDA >= 12.5 runtime API):
+    /// `(symbol, funcPtr, cudaVersion, flags, driverStatus)`.
+    cudaGetDriverEntryPointByVersion => get_driver_entry_point_by_version,
+    c"cudaGetDriverEntryPointByVersion", "mov r9, qword ptr [rsp]",
+    (symbol, func, cuda_version: c_uint, flags: u64, status: *mut c_uint)
 }
 
 /// What the caller would have found without cudablame, for a name that cudablame exports
@@ -574,31 +540,13 @@ type PthreadCreate = unsafe extern "C" fn(
 /// glibc's `pthread_create` (the next definition after libcudablame), 0 if none.
 fn real_pthread_create() -> usize {
     static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let f = REAL.load(std::sync::atomic::Ordering::Acquire);
-    if f != 0 {
-        return f;
-    }
-    for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
-        // SAFETY: dlvsym with constant NUL-terminated strings.
-        let p = unsafe {
-            libc::dlvsym(
-                libc::RTLD_NEXT,
-                c"pthread_create".as_ptr(),
-                version.as_ptr(),
-            )
-        };
-        if !p.is_null() {
-            REAL.store(p as usize, std::sync::atomic::Ordering::Release);
-            return p as usize;
-        }
-    }
-    0
+    real::glibc_next(c"pthread_create", &REAL)
 }
 
 /// Interposed `pthread_create`: the real one, unchanged (same arguments, same thread, same
 /// start routine); around it cudablame notes what the thread was started to run
 /// (`threads`), so a launch from it can be named when its stack cannot.
-#[no_mangle]
+#[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_create(
     thread: *mut libc::pthread_t,
     attr: *const libc::pthread_attr_t,

@@ -18,41 +18,37 @@ type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 /// The address of glibc's `dlsym` once found (read by the naked `dlsym` entry, `interpose`).
 pub static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
 
-/// Finds glibc's own `dlsym` (the next definition after libcudablame) and returns its address,
-/// 0 if there is none. Versions tried: `GLIBC_2.34` (glibc >= 2.34, x86-64 and aarch64),
-/// `GLIBC_2.2.5` (older x86-64), `GLIBC_2.17` (older aarch64).
-pub extern "C" fn resolve_real_dlsym() -> usize {
-    let f = REAL_DLSYM.load(Ordering::Acquire);
+/// glibc's own definition of `name`: the next one after libcudablame, found with
+/// `dlvsym(RTLD_NEXT, name, version)` (never `dlsym`, which is our own export) and cached in
+/// `slot` (0: not found yet). Returns its address, 0 if there is none. Versions tried:
+/// `GLIBC_2.34` (glibc >= 2.34, x86-64 and aarch64), `GLIBC_2.2.5` (older x86-64),
+/// `GLIBC_2.17` (older aarch64).
+pub(crate) fn glibc_next(name: &CStr, slot: &AtomicUsize) -> usize {
+    let f = slot.load(Ordering::Acquire);
     if f != 0 {
         return f;
     }
     for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
-        // SAFETY: dlvsym with constant NUL-terminated strings.
-        let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
+        // SAFETY: dlvsym only reads the loader's tables; both strings are NUL-terminated.
+        let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, name.as_ptr(), version.as_ptr()) };
         if !p.is_null() {
-            REAL_DLSYM.store(p as usize, Ordering::Release);
+            slot.store(p as usize, Ordering::Release);
             return p as usize;
         }
     }
     0
 }
 
+/// Finds glibc's own `dlsym` (see [`glibc_next`]) and returns its address, 0 if there is none.
+/// `extern "C"`: the naked `dlsym` entry calls it.
+pub extern "C" fn resolve_real_dlsym() -> usize {
+    glibc_next(c"dlsym", &REAL_DLSYM)
+}
+
 /// glibc's own `dlclose` (the next definition after libcudablame's exported one), 0 if none.
 pub fn real_dlclose() -> usize {
     static REAL: AtomicUsize = AtomicUsize::new(0);
-    let f = REAL.load(Ordering::Acquire);
-    if f != 0 {
-        return f;
-    }
-    for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
-        // SAFETY: dlvsym with constant NUL-terminated strings.
-        let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlclose".as_ptr(), version.as_ptr()) };
-        if !p.is_null() {
-            REAL.store(p as usize, Ordering::Release);
-            return p as usize;
-        }
-    }
-    0
+    glibc_next(c"dlclose", &REAL)
 }
 
 /// Closes a handle with glibc's `dlclose` (never cudablame's own export).
@@ -283,8 +279,7 @@ impl Driver {
     /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`, 2): host for `CU_MEMORYTYPE_HOST` (1), device for
     /// `DEVICE` (2) and `ARRAY` (3); unknown for anything else, managed memory and errors
     /// (pageable host memory included: unknown never proves completion).
-    pub fn memory_side(&self, ptr: CUdeviceptr) -> crate::record::Side {
-        use crate::record::Side;
+    pub fn memory_side(&self, ptr: CUdeviceptr) -> Side {
         let Some(f) = self.own.pointer_get_attribute else {
             return Side::Unknown;
         };

@@ -34,7 +34,6 @@ pub struct GraphInfo {
     /// The stack of the thread that began the capture, at `cuStreamBeginCapture`.
     pub captured_at: NativeStack,
     pub thread: u32,
-    pub time_ns: u64,
 }
 
 struct Active {
@@ -64,7 +63,7 @@ fn with<T>(f: impl FnOnce(&mut Tables) -> T) -> T {
 }
 
 /// A capture began on `stream` of `context`.
-pub fn begin(context: usize, stream: StreamId, stack: NativeStack, thread: u32, time_ns: u64) {
+pub fn begin(context: usize, stream: StreamId, stack: NativeStack, thread: u32) {
     with(|t| {
         if t.active.len() >= ACTIVE_KEPT {
             t.active.remove(0);
@@ -76,7 +75,6 @@ pub fn begin(context: usize, stream: StreamId, stack: NativeStack, thread: u32, 
                 ops: Vec::new(),
                 captured_at: stack,
                 thread,
-                time_ns,
             },
         })
     });
@@ -165,7 +163,6 @@ mod tests {
             ops: Vec::with_capacity(n),
             captured_at: NativeStack::EMPTY,
             thread: 0,
-            time_ns: 0,
         })
     }
 

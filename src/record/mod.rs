@@ -23,7 +23,7 @@ use std::ffi::c_uint;
 use std::sync::atomic::{AtomicUsize, Ordering};
 pub use streams::{StreamId, StreamState, StreamView};
 
-pub use crate::report::model::OpKind;
+pub use cudablame_report::model::OpKind;
 
 /// What a hooked call does, derived from its arguments before the real call (see the list in
 /// `cuda::entry_points`). Stream handles are raw: `0` means the variant's default stream.
@@ -113,14 +113,6 @@ pub enum Call {
 pub enum Proves {
     CopyAndEarlier,
     Nothing,
-}
-
-/// Where one side of a copy lives, as far as cudablame can tell.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    Host,
-    Device,
-    Unknown,
 }
 
 /// The arguments of an enqueued op that the record keeps.
@@ -365,7 +357,7 @@ impl Call {
             _ => match self.stream() {
                 Some(raw) => streams::context_of(
                     driver,
-                    StreamId::resolve(raw, ep.per_thread_default(), thread_id()),
+                    StreamId::resolve(raw, ep.per_thread_default(), crate::threads::thread_id()),
                 ),
                 None => driver.current_context(),
             },
@@ -451,8 +443,6 @@ pub fn forget_after_fork() {
     names::clear();
     graphs::clear();
     CAPTURES_ACTIVE.store(0, Ordering::Relaxed);
-    // The forking thread has a new OS id in the child.
-    let _ = TID.try_with(|t| t.set(0));
 }
 
 /// Wall-clock time in ns (`CLOCK_REALTIME`).
@@ -464,25 +454,6 @@ pub fn now_ns() -> u64 {
     // SAFETY: valid out pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-thread_local! {
-    static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// The calling thread's OS id, cached.
-pub fn thread_id() -> u32 {
-    // Without thread-local storage (a hook running in a TLS destructor or after): no cache.
-    // SAFETY: gettid has no preconditions.
-    let ask = || unsafe { libc::gettid() } as u32;
-    TID.try_with(|t| {
-        if t.get() == 0 {
-            t.set(ask());
-            crate::threads::bind_current(t.get());
-        }
-        t.get()
-    })
-    .unwrap_or_else(|_| ask())
 }
 
 /// Runs an enqueueing call: records it and enqueues its progress marker when the real call
@@ -498,7 +469,7 @@ pub fn enqueue(
         return (real_call(), None);
     };
     let entered = cost::start();
-    let prepared = crate::guarded(|| prepare(driver, ep, launch));
+    let prepared = crate::safety::guarded(|| prepare(driver, ep, launch));
     let Some((state, mut op)) = prepared else {
         return (real_call(), None);
     };
@@ -509,12 +480,13 @@ pub fn enqueue(
     if rc != CUDA_SUCCESS {
         drop(ring);
         // Cold: the launch failed by itself and will be reported with its live stack.
-        op.stack = crate::guarded(|| keep_live_stack(op.time_ns, entry)).unwrap_or_default();
+        op.stack =
+            crate::safety::guarded(|| keep_live_stack(op.time_ns, entry)).unwrap_or_default();
         return (rc, Some(op));
     }
     let cfg = config::get();
     let mut copied = 0;
-    crate::guarded(|| {
+    crate::safety::guarded(|| {
         if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 && driver.is_capturing(state.id.handle()) {
             // The op went into a graph being captured: it did not run now.
             op.stack = keep_live_stack(op.time_ns, entry);
@@ -564,12 +536,12 @@ fn prepare(
     ep: EntryPoint,
     launch: Launch,
 ) -> (std::sync::Arc<StreamState>, OpRecord) {
-    crate::safety::test_panic(crate::safety::PanicPoint::Record);
+    crate::config::test_panic(crate::config::PanicPoint::Record);
     let time_ns = now_ns();
     let pythoning = cost::start();
     let python = crate::stack::python::PythonStack::capture_configured();
     cost::add(cost::Phase::Python, pythoning);
-    let thread = thread_id();
+    let thread = crate::threads::thread_id();
     if launch.kind == OpKind::Kernel {
         names::note(driver, launch.handle);
     }
@@ -617,7 +589,7 @@ pub struct SyncMark(Vec<(std::sync::Arc<StreamState>, u64)>, usize);
 
 /// Before a non-enqueueing call: note the streams a synchronization covers.
 pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
-    crate::safety::test_panic(crate::safety::PanicPoint::Record);
+    crate::config::test_panic(crate::config::PanicPoint::Record);
     let driver = real::driver()?;
     let issued = |s: std::sync::Arc<StreamState>| {
         let n = s.issued.load(Ordering::Acquire);
@@ -630,7 +602,7 @@ pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
         }
         | Call::SyncStream { .. } => {
             let raw = call.stream().unwrap_or(0);
-            let id = StreamId::resolve(raw, ep.per_thread_default(), thread_id());
+            let id = StreamId::resolve(raw, ep.per_thread_default(), crate::threads::thread_id());
             let s = streams::find(driver, id)?;
             Some(SyncMark(vec![issued(s)], 0))
         }
@@ -697,11 +669,11 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, 
         }
         Call::BeginCapture { stream } => {
             if let Some(driver) = real::driver() {
-                let thread = thread_id();
+                let thread = crate::threads::thread_id();
                 let id = StreamId::resolve(stream, ep.per_thread_default(), thread);
                 let now = now_ns();
                 let stack = live_stack(now, entry);
-                graphs::begin(streams::context_of(driver, id), id, stack, thread, now);
+                graphs::begin(streams::context_of(driver, id), id, stack, thread);
             }
         }
         // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901) still ends the capture.
@@ -709,7 +681,8 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, 
             let _ = CAPTURES_ACTIVE
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
             if let Some(driver) = real::driver() {
-                let id = StreamId::resolve(stream, ep.per_thread_default(), thread_id());
+                let id =
+                    StreamId::resolve(stream, ep.per_thread_default(), crate::threads::thread_id());
                 // SAFETY: on success the driver wrote the graph through `graph_out`.
                 let graph = if rc == CUDA_SUCCESS && graph_out != 0 {
                     unsafe { *(graph_out as *const usize) }
@@ -725,13 +698,15 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, 
         }
         Call::DestroyStream { stream } if rc == CUDA_SUCCESS => {
             if let Some(driver) = real::driver() {
-                let id = StreamId::resolve(stream, ep.per_thread_default(), thread_id());
+                let id =
+                    StreamId::resolve(stream, ep.per_thread_default(), crate::threads::thread_id());
                 streams::retire(driver, id);
             }
         }
         Call::UnseenWork { stream } if rc == CUDA_SUCCESS => {
             if let Some(driver) = real::driver() {
-                let id = StreamId::resolve(stream, ep.per_thread_default(), thread_id());
+                let id =
+                    StreamId::resolve(stream, ep.per_thread_default(), crate::threads::thread_id());
                 streams::lookup(driver, id).note_unseen(ep);
             }
         }

@@ -571,12 +571,6 @@ pub fn dropped_unfinished(context: usize) -> u64 {
         .unwrap_or(0)
 }
 
-/// Live and retired streams (test and statistics).
-pub fn counts() -> (usize, usize) {
-    let t = TABLE.get().read();
-    (t.live.len(), t.retired.len())
-}
-
 impl StreamState {
     /// Whether some op may not have completed (by marker or host synchronization).
     fn may_be_unfinished(&self) -> bool {

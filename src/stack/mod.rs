@@ -117,7 +117,7 @@ impl NativeStack {
     }
 }
 
-pub use crate::report::model::Frame;
+pub use cudablame_report::model::Frame;
 
 pub mod copy;
 #[cfg(target_arch = "x86_64")]
@@ -201,12 +201,6 @@ fn module_of(addr: usize) -> Option<(usize, String)> {
                 .into_owned(),
         ))
     }
-}
-
-/// Whether `addr` lies in libcudablame itself.
-pub fn is_own_address(addr: usize) -> bool {
-    let own = module_of(is_own_address as *const () as usize).map(|m| m.0);
-    own.is_some() && module_of(addr).map(|m| m.0) == own
 }
 
 /// Symbolizes return addresses (innermost first) into frames, dropping cudablame's own frames at

@@ -60,7 +60,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use crate::config::MAX_PYTHON_DEPTH;
-use crate::report::model::{Frame, PythonFrames};
+use cudablame_report::model::{Frame, PythonFrames};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -493,6 +493,7 @@ pub fn note() -> Option<String> {
 }
 
 /// The CPython version whose frames are read, if any.
+#[cfg(test)]
 pub fn version() -> Option<(u32, u32)> {
     runtime().map(|r| r.version)
 }
@@ -907,6 +908,8 @@ impl PythonStack {
         self.len as usize
     }
 
+    /// No frame captured, own or borrowed (tests).
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0 && self.borrowed == 0
     }
@@ -1082,7 +1085,7 @@ const BACKWARD_KEPT: usize = 64;
 /// Cold-ish: a launch on a thread inside `backward()` (a few per backward call).
 #[inline(never)]
 fn publish_backward(s: &PythonStack) {
-    let thread = crate::record::thread_id();
+    let thread = crate::threads::thread_id();
     let Some(mut h) = BACKWARD.try_lock_for(LOCK_WAIT) else {
         return;
     };
