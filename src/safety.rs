@@ -244,6 +244,7 @@ impl<T> ForkSafeOnce<T> {
             Err(theirs) => {
                 // SAFETY: `mine` was never shared; `theirs` is published and never freed.
                 drop(unsafe { Box::from_raw(mine) });
+                // SAFETY: `theirs` was published by the winning thread and is never freed.
                 unsafe { &*theirs }
             }
         }
@@ -256,9 +257,10 @@ impl<T> Default for ForkSafeOnce<T> {
     }
 }
 
-// SAFETY: shares `&T` across threads (like OnceLock<T>), and moves a `T` between threads when a
-// thread publishes the value another computed... never: each thread publishes its own.
+// SAFETY: as for `OnceLock<T>`: threads sharing the cell get `&T` to a value another thread made
+// (hence `T: Sync + Send`); the pointer is published once by compare-exchange and never freed.
 unsafe impl<T: Send + Sync> Sync for ForkSafeOnce<T> {}
+// SAFETY: moving the cell moves ownership of the published `T` to another thread (`T: Send`).
 unsafe impl<T: Send> Send for ForkSafeOnce<T> {}
 
 #[cfg(test)]

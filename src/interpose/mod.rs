@@ -315,9 +315,10 @@ unsafe extern "C" fn dlsym_in_handle(handle: *mut c_void, symbol: *const c_char)
     // SAFETY: the program's own arguments, passed on.
     let p = unsafe { real::dlsym(handle, symbol) };
     // Only names starting with "cu" can be driver functions: everything else returns at once.
-    // SAFETY: symbol is NUL-terminated (dlsym's contract); the second byte is read only if the first is 'c'.
     if p.is_null()
         || symbol.is_null()
+        // SAFETY: symbol is non-NULL and NUL-terminated (dlsym's contract); the second byte is
+        // read only if the first is 'c' (so not the terminator).
         || unsafe { *symbol != b'c' as c_char || *symbol.add(1) != b'u' as c_char }
     {
         return p;

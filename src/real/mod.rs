@@ -145,10 +145,10 @@ pub fn driver() -> Option<&'static Driver> {
 
 fn find_driver(hint: usize) -> Option<*mut c_void> {
     let is_driver = |h: *mut c_void| !h.is_null() && sym(h, c"cuInit") != 0;
-    // SAFETY: dlopen with RTLD_NOLOAD only returns already-loaded objects; dladdr reads loader data.
     // The handle of the driver is kept (never closed): the reference keeps the driver mapped
     // for the addresses cached in `Driver` even if the program dlcloses it. Others are closed.
     let close = close_handle;
+    // SAFETY: dlopen with RTLD_NOLOAD only returns already-loaded objects; dladdr reads loader data.
     unsafe {
         let handle = libc::dlopen(
             c"libcuda.so.1".as_ptr(),

@@ -182,14 +182,22 @@ mod imp {
     static FWRITE: AtomicUsize = AtomicUsize::new(0);
 
     /// Formats a copy of the arguments and feeds the text; never panics out.
+    ///
+    /// # Safety
+    /// `fmt` and `ap` are NULL or the format and `va_list` of a live `vfprintf` call.
     unsafe fn capture(fmt: *const c_char, ap: *mut VaListTag) {
         if fmt.is_null() || ap.is_null() {
             return;
         }
         let _ = std::panic::catch_unwind(|| {
-            let mut copy = *ap; // va_copy
+            // SAFETY: `ap` is the caller's live `va_list` (checked non-NULL); copying the tag is
+            // what `va_copy` does on x86-64, so the original is left unconsumed.
+            let mut copy = unsafe { *ap };
             let mut buf = [0u8; 1024];
-            let n = vsnprintf(buf.as_mut_ptr() as *mut c_char, buf.len(), fmt, &mut copy);
+            // SAFETY: `fmt` and the copied arguments are the driver's own, valid for this
+            // format; `buf` is writable for `buf.len()` bytes and vsnprintf never writes more.
+            let n =
+                unsafe { vsnprintf(buf.as_mut_ptr() as *mut c_char, buf.len(), fmt, &mut copy) };
             if n > 0 {
                 let n = (n as usize).min(buf.len() - 1);
                 feed(&buf[..n]);
@@ -221,10 +229,16 @@ mod imp {
         ap: *mut VaListTag,
     ) -> c_int {
         if printed(f) {
-            capture(fmt, ap);
+            // SAFETY: the driver's own format and `va_list`, for this call.
+            unsafe {
+                capture(fmt, ap);
+            }
         }
-        let r: Vfprintf = std::mem::transmute::<usize, Vfprintf>(real(&VFPRINTF));
-        r(f, fmt, ap)
+        // SAFETY: the slot held this libc function (of this signature) before it was patched,
+        // and the hook is only reachable through a patched slot, so it is set.
+        let r: Vfprintf = unsafe { std::mem::transmute::<usize, Vfprintf>(real(&VFPRINTF)) };
+        // SAFETY: the driver's own arguments, passed on unchanged.
+        unsafe { r(f, fmt, ap) }
     }
 
     unsafe extern "C" fn hook_vfprintf_chk(
@@ -234,27 +248,40 @@ mod imp {
         ap: *mut VaListTag,
     ) -> c_int {
         if printed(f) {
-            capture(fmt, ap);
+            // SAFETY: the driver's own format and `va_list`, for this call.
+            unsafe {
+                capture(fmt, ap);
+            }
         }
-        let r: VfprintfChk = std::mem::transmute::<usize, VfprintfChk>(real(&VFPRINTF_CHK));
-        r(f, flag, fmt, ap)
+        // SAFETY: the slot held this libc function (of this signature) before it was patched,
+        // and the hook is only reachable through a patched slot, so it is set.
+        let r: VfprintfChk =
+            unsafe { std::mem::transmute::<usize, VfprintfChk>(real(&VFPRINTF_CHK)) };
+        // SAFETY: the driver's own arguments, passed on unchanged.
+        unsafe { r(f, flag, fmt, ap) }
     }
 
     unsafe extern "C" fn hook_fputs(s: *const c_char, f: *mut c_void) -> c_int {
         if !s.is_null() && printed(f) {
-            feed(CStr::from_ptr(s).to_bytes());
+            // SAFETY: fputs's contract: `s` is NUL-terminated.
+            feed(unsafe { CStr::from_ptr(s) }.to_bytes());
         }
-        let r: Fputs = std::mem::transmute::<usize, Fputs>(real(&FPUTS));
-        r(s, f)
+        // SAFETY: as in `hook_vfprintf`: the slot's original function, of this signature.
+        let r: Fputs = unsafe { std::mem::transmute::<usize, Fputs>(real(&FPUTS)) };
+        // SAFETY: the driver's own arguments, passed on unchanged.
+        unsafe { r(s, f) }
     }
 
     unsafe extern "C" fn hook_puts(s: *const c_char) -> c_int {
         if !s.is_null() {
-            feed(CStr::from_ptr(s).to_bytes());
+            // SAFETY: puts's contract: `s` is NUL-terminated.
+            feed(unsafe { CStr::from_ptr(s) }.to_bytes());
             feed(b"\n");
         }
-        let r: Puts = std::mem::transmute::<usize, Puts>(real(&PUTS));
-        r(s)
+        // SAFETY: as in `hook_vfprintf`: the slot's original function, of this signature.
+        let r: Puts = unsafe { std::mem::transmute::<usize, Puts>(real(&PUTS)) };
+        // SAFETY: the driver's own argument, passed on unchanged.
+        unsafe { r(s) }
     }
 
     unsafe extern "C" fn hook_fwrite(
@@ -265,11 +292,14 @@ mod imp {
     ) -> usize {
         if !p.is_null() && printed(f) {
             if let Some(len) = size.checked_mul(n).filter(|&l| l <= 4096) {
-                feed(std::slice::from_raw_parts(p as *const u8, len));
+                // SAFETY: fwrite's contract: `p` holds `size * n` readable bytes.
+                feed(unsafe { std::slice::from_raw_parts(p as *const u8, len) });
             }
         }
-        let r: Fwrite = std::mem::transmute::<usize, Fwrite>(real(&FWRITE));
-        r(p, size, n, f)
+        // SAFETY: as in `hook_vfprintf`: the slot's original function, of this signature.
+        let r: Fwrite = unsafe { std::mem::transmute::<usize, Fwrite>(real(&FWRITE)) };
+        // SAFETY: the driver's own arguments, passed on unchanged.
+        unsafe { r(p, size, n, f) }
     }
 
     /// `(symbol, our function, where the original goes)`.
@@ -336,10 +366,14 @@ mod imp {
         _size: usize,
         data: *mut c_void,
     ) -> c_int {
-        let found = &mut *(data as *mut Found);
-        let info = &*info;
+        // SAFETY: `data` is the `Found` that `patch_module` passed to dl_iterate_phdr, alive and
+        // not otherwise borrowed during the iteration.
+        let found = unsafe { &mut *(data as *mut Found) };
+        // SAFETY: glibc passes a valid `dl_phdr_info` for the duration of the callback.
+        let info = unsafe { &*info };
         let base = info.dlpi_addr as usize;
-        let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
+        // SAFETY: `dlpi_phdr` points to `dlpi_phnum` program headers of a loaded module.
+        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
         let holds = phdrs.iter().any(|p| {
             p.p_type == PT_LOAD
                 && (base + p.p_vaddr as usize..base + (p.p_vaddr + p.p_memsz) as usize)
@@ -361,6 +395,10 @@ mod imp {
     }
 
     /// Patches the import slots of the module holding `addr`; returns how many were patched.
+    ///
+    /// # Safety
+    /// `addr` lies in a loaded module whose dynamic section and relocation tables are mapped
+    /// (the driver, found by `real`); no other thread rewrites its GOT meanwhile.
     pub unsafe fn patch_module(addr: usize) -> usize {
         let mut found = Found {
             want: addr,
@@ -369,7 +407,8 @@ mod imp {
             relro: None,
             ok: false,
         };
-        libc::dl_iterate_phdr(Some(visit), &mut found as *mut Found as *mut c_void);
+        // SAFETY: `visit` matches the callback type and only uses `found`, which outlives the call.
+        unsafe { libc::dl_iterate_phdr(Some(visit), &mut found as *mut Found as *mut c_void) };
         if !found.ok {
             return 0;
         }
@@ -388,7 +427,9 @@ mod imp {
         let (mut rela, mut relasz, mut jmprel, mut pltrelsz) = (0usize, 0usize, 0usize, 0usize);
         let mut d = found.dynamic as *const Dyn;
         for _ in 0..4096 {
-            let e = &*d;
+            // SAFETY: `d` walks the module's mapped `PT_DYNAMIC` array, which ends at DT_NULL
+            // (and the walk is bounded besides).
+            let e = unsafe { &*d };
             match e.tag {
                 DT_NULL => break,
                 DT_STRTAB => strtab = abs(e.val),
@@ -400,7 +441,8 @@ mod imp {
                 DT_PLTRELSZ => pltrelsz = e.val as usize,
                 _ => {}
             }
-            d = d.add(1);
+            // SAFETY: still inside the dynamic array: DT_NULL was not reached.
+            d = unsafe { d.add(1) };
         }
         if strtab == 0 || symtab == 0 {
             return 0;
@@ -410,25 +452,33 @@ mod imp {
             if table == 0 {
                 continue;
             }
-            let relas = std::slice::from_raw_parts(
-                table as *const Rela,
-                bytes / std::mem::size_of::<Rela>(),
-            );
+            // SAFETY: DT_JMPREL/DT_RELA and their sizes describe mapped `Elf64_Rela` tables.
+            let relas = unsafe {
+                std::slice::from_raw_parts(
+                    table as *const Rela,
+                    bytes / std::mem::size_of::<Rela>(),
+                )
+            };
             for r in relas {
                 let kind = r.info & 0xffff_ffff;
                 if kind != R_X86_64_JUMP_SLOT && kind != R_X86_64_GLOB_DAT {
                     continue;
                 }
-                let sym = &*((symtab as *const Sym).add((r.info >> 32) as usize));
+                // SAFETY: a relocation's symbol index lies in the module's DT_SYMTAB.
+                let sym = unsafe { &*((symtab as *const Sym).add((r.info >> 32) as usize)) };
                 if sym.shndx != 0 || (strsz != 0 && sym.name as usize >= strsz) {
                     continue; // defined here, not an import
                 }
-                let name = CStr::from_ptr((strtab + sym.name as usize) as *const c_char).to_bytes();
+                // SAFETY: `sym.name` is an offset into DT_STRTAB (checked against DT_STRSZ when
+                // known), whose strings are NUL-terminated.
+                let name = unsafe { CStr::from_ptr((strtab + sym.name as usize) as *const c_char) }
+                    .to_bytes();
                 let Some(&(_, ours, original)) = targets().iter().find(|t| t.0 == name) else {
                     continue;
                 };
                 let slot = base + r.offset as usize;
-                if patch_slot(slot, ours, original, name, &found) {
+                // SAFETY: `slot` is this relocation's GOT entry in the mapped module.
+                if unsafe { patch_slot(slot, ours, original, name, &found) } {
                     patched += 1;
                 }
             }
@@ -438,6 +488,9 @@ mod imp {
 
     /// Points one GOT slot at `ours`, keeping what it held (or, for a lazy slot still pointing
     /// into the module's PLT, the symbol as the dynamic linker would bind it) in `original`.
+    ///
+    /// # Safety
+    /// `slot` is an 8-byte aligned GOT entry of the mapped module described by `found`.
     unsafe fn patch_slot(
         slot: usize,
         ours: usize,
@@ -445,14 +498,18 @@ mod imp {
         name: &[u8],
         found: &Found,
     ) -> bool {
-        let cell = &*(slot as *const AtomicUsize);
+        // SAFETY: per the contract, an aligned, mapped pointer-sized slot; atomics tolerate the
+        // loader's lazy binding writing it concurrently.
+        let cell = unsafe { &*(slot as *const AtomicUsize) };
         let current = cell.load(Ordering::Acquire);
         if current == ours {
             return false;
         }
         let mut target = current;
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        let lazy = libc::dladdr(current as *const c_void, &mut info) != 0
+        // SAFETY: `Dl_info` is plain data (pointers and integers): all-zero is valid.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: dladdr only reads loader data and writes `info`.
+        let lazy = unsafe { libc::dladdr(current as *const c_void, &mut info) } != 0
             && info.dli_fbase as usize == found.base;
         if lazy || current == 0 {
             let mut cname = [0u8; 32];
@@ -460,8 +517,10 @@ mod imp {
                 return false;
             }
             cname[..name.len()].copy_from_slice(name);
-            target =
-                crate::real::dlsym(libc::RTLD_DEFAULT, cname.as_ptr() as *const c_char) as usize;
+            // SAFETY: a pseudo-handle and `cname`, NUL-terminated (zero-filled beyond `name`).
+            target = unsafe {
+                crate::real::dlsym(libc::RTLD_DEFAULT, cname.as_ptr() as *const c_char) as usize
+            };
         }
         if target == 0 {
             return false;
@@ -471,7 +530,8 @@ mod imp {
         if original.load(Ordering::Acquire) != target {
             return false;
         }
-        let page = match libc::sysconf(libc::_SC_PAGESIZE) {
+        // SAFETY: sysconf has no preconditions.
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
             n if n > 0 => n as usize,
             _ => 4096,
         };
@@ -481,17 +541,18 @@ mod imp {
             .is_some_and(|(start, len)| (start..(start + len) & !(page - 1)).contains(&slot));
         let first = slot & !(page - 1);
         if in_relro
-            && libc::mprotect(
-                first as *mut c_void,
-                page,
-                libc::PROT_READ | libc::PROT_WRITE,
-            ) != 0
+            // SAFETY: `first` is the page holding the slot, inside the module's RELRO mapping;
+            // making it writable changes no byte of it.
+            && unsafe {
+                libc::mprotect(first as *mut c_void, page, libc::PROT_READ | libc::PROT_WRITE)
+            } != 0
         {
             return false;
         }
         cell.store(ours, Ordering::Release);
         if in_relro {
-            libc::mprotect(first as *mut c_void, page, libc::PROT_READ);
+            // SAFETY: the same page back to read-only, as the loader left it.
+            unsafe { libc::mprotect(first as *mut c_void, page, libc::PROT_READ) };
         }
         true
     }

@@ -400,6 +400,7 @@ pub unsafe fn descriptor_sides(copy: CopyDescriptor, three_d: bool) -> (Side, Si
     let base = copy as *const u8;
     // SAFETY: per the contract, the offsets lie inside the descriptor; unaligned reads.
     let read_type = |at: usize| unsafe { (base.add(at) as *const c_uint).read_unaligned() };
+    // SAFETY: as for `read_type`.
     let read_ptr = |at: usize| unsafe { (base.add(at) as *const u64).read_unaligned() };
     (
         side_of_type(read_type(dst_type), read_ptr(dst_dev)),
@@ -683,8 +684,8 @@ pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, 
             if let Some(driver) = real::driver() {
                 let id =
                     StreamId::resolve(stream, ep.per_thread_default(), crate::threads::thread_id());
-                // SAFETY: on success the driver wrote the graph through `graph_out`.
                 let graph = if rc == CUDA_SUCCESS && graph_out != 0 {
+                    // SAFETY: on success the driver wrote the graph through `graph_out`.
                     unsafe { *(graph_out as *const usize) }
                 } else {
                     0

@@ -213,6 +213,7 @@ pub struct Marker {
 // SAFETY: the slot lies in memory cudablame mapped itself and never unmaps (see
 // `real::alloc_marker_memory`), only read and written atomically on the host.
 unsafe impl Send for Marker {}
+// SAFETY: as for `Send`: the host side is only touched through `AtomicU64` operations.
 unsafe impl Sync for Marker {}
 
 impl Marker {
