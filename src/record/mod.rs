@@ -11,7 +11,10 @@
 
 pub mod cost;
 pub mod graphs;
+pub mod markers;
 pub mod names;
+pub mod ring;
+pub mod snapshot;
 pub mod streams;
 
 mod call;
@@ -21,8 +24,9 @@ mod sync;
 use crate::config::{self, StackMode};
 use crate::cuda::entry_points::EntryPoint;
 use crate::stack::{EntryRegs, NativeStack, StackRef};
+pub use snapshot::StreamView;
 use std::sync::atomic::{AtomicUsize, Ordering};
-pub use streams::{StreamId, StreamState, StreamView};
+pub use streams::{StreamId, StreamState};
 
 pub use call::*;
 pub use cudablame_report::model::OpKind;

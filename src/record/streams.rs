@@ -1,16 +1,10 @@
-//! Per-stream state: the ring of recent ops with their stack copies, the progress-marker slot,
-//! and the table that finds a stream's state from `(context, stream)`.
-//!
-//! Both the ring and the stack copies are bounded, but ops not proven complete are held beyond
-//! them (see [`Ring`]): the op blame will name if the context dies is never dropped, however far
-//! the host runs ahead of the GPU.
+//! Per-stream state and the table that finds a stream's state from `(context, stream)`.
 
-use super::OpRecord;
+use super::markers::*;
+use super::ring::*;
 use crate::cuda::{CUstream, CUDA_SUCCESS, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD};
-use crate::real::{self, Driver};
+use crate::real::Driver;
 use crate::safety::Resettable;
-use crate::stack::copy::StackCopy;
-use crate::stack::{EntryRegs, NativeStack, StackRef};
 use parking_lot::{Mutex, RwLock};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -56,171 +50,6 @@ impl StreamId {
             StreamId::PerThread(t) => format!("per-thread({t})"),
             StreamId::Handle(h) => format!("{h:#x}"),
         }
-    }
-}
-
-/// Stack copies kept per stream, for the newest ops (nearly every op a report names is among
-/// them or is held, see [`Ring`]).
-pub const STACK_COPIES: usize = 32;
-/// Ops, and unwound stacks, held per stream after they left the ring or the copies without
-/// being proven complete (the oldest are kept, newer ones dropped when full).
-pub const HELD_OPS: usize = 4096;
-pub const HELD_STACKS: usize = 1024;
-
-/// A bounded ring of the most recent ops of one stream, in sequence order, with the stack copies
-/// of the newest of them.
-///
-/// An op that leaves the ring, or whose stack copy is reused, while not proven complete (the GPU
-/// is far behind the host, or the context died) is held until a progress marker or a successful
-/// synchronization proves it complete: its record in `held_ops`, its stack unwound into
-/// `held_stacks` (an unwind costs more than a copy, but only while the GPU is far behind, when
-/// the host has time to spare). Both keep the oldest unproven ops when full: the op that never
-/// completes, the culprit, is always the oldest of them, however far the host runs ahead.
-#[derive(Default)]
-pub struct Ring {
-    ops: VecDeque<OpRecord>,
-    last_seq: u64,
-    /// The highest sequence number known complete when last looked (marker or synchronization).
-    known_completed: u64,
-    held_ops: VecDeque<OpRecord>,
-    held_stacks: VecDeque<(u64, NativeStack)>,
-    /// Round robin; each copy holds the op its `seq` names.
-    copies: Vec<StackCopy>,
-    next_copy: usize,
-}
-
-impl Ring {
-    /// Notes that the newest op's progress marker was enqueued behind it.
-    pub fn mark_newest(&mut self) {
-        if let Some(op) = self.ops.back_mut() {
-            op.marked = true;
-        }
-    }
-
-    /// Whether op `seq` is not proven complete; reads the marker (`completed`) only when what
-    /// is known does not settle it, and forgets held ops that are proven by now.
-    fn unproven(&mut self, seq: u64, completed: &dyn Fn() -> u64) -> bool {
-        if seq <= self.known_completed {
-            return false;
-        }
-        let known = self.known_completed.max(completed());
-        self.known_completed = known;
-        while self.held_ops.front().is_some_and(|o| o.seq <= known) {
-            self.held_ops.pop_front();
-        }
-        while self.held_stacks.front().is_some_and(|h| h.0 <= known) {
-            self.held_stacks.pop_front();
-        }
-        seq > known
-    }
-
-    /// Appends `op` with the next sequence number (returned), keeping at most `capacity` ops and
-    /// [`STACK_COPIES`] stack copies besides the held ones. With `copy` (the entry point's
-    /// registers and the bytes to copy), the launching thread's stack is copied for the op.
-    /// `completed`: the highest sequence number now proven complete.
-    pub fn push(
-        &mut self,
-        mut op: OpRecord,
-        capacity: usize,
-        copy: Option<(&EntryRegs, usize)>,
-        completed: &dyn Fn() -> u64,
-    ) -> u64 {
-        self.last_seq += 1;
-        let seq = self.last_seq;
-        op.seq = seq;
-        if let Some((regs, bytes)) = copy {
-            let copying = super::cost::start();
-            self.copy_stack(seq, regs, bytes, completed);
-            super::cost::add(super::cost::Phase::Stack, copying);
-            op.stack = StackRef::Copied;
-        }
-        if self.ops.len() >= capacity {
-            if let Some(old) = self.ops.pop_front() {
-                // A synchronous op completed before it was recorded: never a candidate.
-                if !old.synchronous
-                    && self.unproven(old.seq, completed)
-                    && self.held_ops.len() < HELD_OPS
-                {
-                    self.held_ops.push_back(old);
-                }
-            }
-        }
-        self.ops.push_back(op);
-        seq
-    }
-
-    fn copy_stack(
-        &mut self,
-        seq: u64,
-        regs: &EntryRegs,
-        bytes: usize,
-        completed: &dyn Fn() -> u64,
-    ) {
-        if self.copies.len() < STACK_COPIES {
-            self.copies.push(StackCopy::new(bytes));
-            self.next_copy = self.copies.len() % STACK_COPIES;
-            if let Some(c) = self.copies.last_mut() {
-                c.fill(seq, regs);
-            }
-            return;
-        }
-        let i = self.next_copy;
-        self.next_copy = (i + 1) % STACK_COPIES;
-        let leaving = self.copies[i].seq;
-        // `unproven` first: it also forgets held stacks proven by now, making room.
-        if leaving != 0 && self.unproven(leaving, completed) && self.held_stacks.len() < HELD_STACKS
-        {
-            let depth = crate::config::get().stack_depth;
-            self.held_stacks
-                .push_back((leaving, self.copies[i].unwind(depth)));
-        }
-        self.copies[i].fill(seq, regs);
-    }
-
-    /// The ops kept, oldest first: the held ones older than the ring, then the ring. Stacks are
-    /// unwound (`depth` frames) and kept ([`crate::stack::keep`]); an op whose copy was reused
-    /// without being held has none.
-    fn view_ops(&self, depth: usize) -> Vec<OpRecord> {
-        let front = self.ops.front().map_or(u64::MAX, |o| o.seq);
-        self.held_ops
-            .iter()
-            .filter(|o| o.seq < front)
-            .chain(self.ops.iter())
-            .map(|&(mut o)| {
-                if o.stack == StackRef::Copied {
-                    let copy = self.copies.iter().find(|c| c.seq == o.seq);
-                    let held = self.held_stacks.iter().find(|h| h.0 == o.seq);
-                    o.stack = match (copy, held) {
-                        (Some(c), _) => crate::stack::keep(c.unwind(depth)),
-                        (None, Some(h)) => crate::stack::keep(h.1),
-                        (None, None) => StackRef::None,
-                    };
-                }
-                o
-            })
-            .collect()
-    }
-}
-
-/// A progress-marker slot: 8 bytes of pinned host memory mapped for the device. The stream
-/// writes each op's sequence number into it after the op (`cuStreamWriteValue64`); the host reads
-/// it with a plain load.
-pub struct Marker {
-    host: *const AtomicU64,
-    device: u64,
-}
-
-// SAFETY: the slot lies in memory cudablame mapped itself and never unmaps (see
-// `real::alloc_marker_memory`), only read and written atomically on the host.
-unsafe impl Send for Marker {}
-// SAFETY: as for `Send`: the host side is only touched through `AtomicU64` operations.
-unsafe impl Sync for Marker {}
-
-impl Marker {
-    /// The last sequence number the device wrote.
-    pub fn read(&self) -> u64 {
-        // SAFETY: the slot's memory is never unmapped (`real::alloc_marker_memory`).
-        unsafe { (*self.host).load(Ordering::Acquire) }
     }
 }
 
@@ -281,36 +110,6 @@ impl StreamState {
     }
 }
 
-/// A consistent copy of one stream's state for blame and report.
-#[derive(Clone)]
-pub struct StreamView {
-    pub id: StreamId,
-    pub context: usize,
-    pub device: i32,
-    pub issued: u64,
-    /// The progress marker's value (the last op it proves complete), if the stream has a slot.
-    pub marker: Option<u64>,
-    pub host_completed: u64,
-    /// The ring, oldest first.
-    pub ops: Vec<OpRecord>,
-    /// The ring was busy (locked by another thread for longer than the report waits): `ops` is
-    /// empty and not read.
-    pub busy: bool,
-    /// Unrecorded work was enqueued after op `unseen_after - 1` (0: none), by `unseen_what`.
-    pub unseen_after: u64,
-    pub unseen_what: Option<&'static str>,
-}
-
-impl StreamView {
-    /// Highest sequence number known complete.
-    pub fn completed(&self) -> u64 {
-        self.marker
-            .unwrap_or(0)
-            .max(self.host_completed)
-            .min(self.issued)
-    }
-}
-
 type Key = (usize, StreamId);
 
 #[derive(Default)]
@@ -353,19 +152,6 @@ static TABLE: Resettable<RwLock<Table>> = Resettable::new();
 /// Bumped on every removal (and after a fork) so thread-local caches notice.
 /// (Also: a destroyed stream handle's cached context is forgotten with it.)
 static EPOCH: AtomicU64 = AtomicU64::new(0);
-
-/// A slab of marker slots: pinned host memory, its device address, the next free slot, and
-/// slots given back by streams that were forgotten with all their work complete.
-struct Slab {
-    host: usize,
-    device: u64,
-    next: usize,
-    free: Vec<(usize, u64)>,
-}
-
-/// The current marker slab of each context.
-static MARKER_POOLS: Resettable<Mutex<HashMap<usize, Slab>>> = Resettable::new();
-const SLOTS_PER_SLAB: usize = 512;
 
 thread_local! {
     static CACHE: RefCell<Option<(Key, u64, Arc<StreamState>)>> = const { RefCell::new(None) };
@@ -585,23 +371,6 @@ impl StreamState {
     }
 }
 
-/// Gives a forgotten stream's marker slot back to its context's slab: all its work completed, so
-/// the device writes the slot no more.
-fn release_slot(s: &StreamState) {
-    if let Some(m) = &s.marker {
-        if let Some(slab) = MARKER_POOLS.get().lock().get_mut(&s.context) {
-            // Only slots of the slab's current memory come back (older slabs are never reused).
-            let host = m.host as usize;
-            if host >= slab.host && host < slab.host + SLOTS_PER_SLAB * 8 {
-                // SAFETY: the slot is ours and no device write is pending.
-                unsafe { (*m.host).store(0, Ordering::Release) };
-                slab.free.push((host, m.device));
-            }
-        }
-    }
-}
-
-/// Forgets everything (a forked child must not use its parent's contexts or slots). Takes no
 /// lock: in a forked child another parent thread may have held one (`safety::Resettable`).
 pub fn clear() {
     TABLE.reset_in_child();
@@ -610,142 +379,4 @@ pub fn clear() {
     EPOCH.fetch_add(1, Ordering::AcqRel);
     let _ = CACHE.try_with(|c| *c.borrow_mut() = None);
     let _ = PER_THREAD_USED.try_with(|p| p.0.borrow_mut().clear());
-}
-
-fn marker_slot(driver: &Driver, context: usize) -> Option<Marker> {
-    let mut pools = MARKER_POOLS.get().lock();
-    let slab = pools.entry(context).or_insert(Slab {
-        host: 0,
-        device: 0,
-        next: SLOTS_PER_SLAB,
-        free: Vec::new(),
-    });
-    if let Some((host, device)) = slab.free.pop() {
-        return Some(Marker {
-            host: host as *const AtomicU64,
-            device,
-        });
-    }
-    if slab.next >= SLOTS_PER_SLAB {
-        let (host, device) = real::alloc_marker_memory(driver, SLOTS_PER_SLAB * 8)?;
-        *slab = Slab {
-            host: host as usize,
-            device,
-            next: 0,
-            free: Vec::new(),
-        };
-    }
-    let i = slab.next;
-    slab.next += 1;
-    Some(Marker {
-        host: (slab.host + i * 8) as *const AtomicU64,
-        device: slab.device + (i * 8) as u64,
-    })
-}
-
-/// How long [`snapshot`] waits for one ring's lock (another thread may be inside a launch that
-/// blocks, or stopped by a debugger): past it the stream is reported "busy, not read".
-const RING_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// Copies every stream's state: the ring under its lock (waiting [`RING_WAIT`] at most; its
-/// stack copies unwound), the marker with a plain load.
-pub fn snapshot() -> Vec<StreamView> {
-    all()
-        .into_iter()
-        .map(|s| {
-            let (ops, issued, busy) = match s.ops.try_lock_for(RING_WAIT) {
-                Some(ring) => (
-                    ring.view_ops(crate::config::get().stack_depth),
-                    ring.last_seq,
-                    false,
-                ),
-                None => (Vec::new(), s.issued.load(Ordering::Acquire), true),
-            };
-            let unseen_what = match s.unseen_what.load(Ordering::Acquire) {
-                0 => None,
-                n => crate::cuda::entry_points::EntryPoint::ALL
-                    .get(n as usize - 1)
-                    .map(|ep| ep.name()),
-            };
-            StreamView {
-                id: s.id,
-                context: s.context,
-                device: s.device,
-                issued,
-                marker: s.marker.as_ref().map(Marker::read),
-                host_completed: s.host_completed.load(Ordering::Acquire),
-                ops,
-                busy,
-                unseen_after: s.unseen_after.load(Ordering::Acquire),
-                unseen_what,
-            }
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cuda::entry_points::EntryPoint;
-    use crate::record::{Launch, OpKind};
-    use std::cell::Cell;
-
-    fn op() -> OpRecord {
-        OpRecord {
-            seq: 0,
-            launch: Launch {
-                kind: OpKind::Kernel,
-                handle: 1,
-                grid: [1; 3],
-                block: [1; 3],
-                shared_mem_bytes: 0,
-                bytes: 0,
-                stream: 0,
-            },
-            entry_point: EntryPoint::cuLaunchKernel,
-            stream: StreamId::Legacy,
-            context: 1,
-            device: 0,
-            thread: 1,
-            time_ns: 0,
-            synchronous: false,
-            marked: true,
-            stack: StackRef::None,
-            python: crate::stack::python::PythonStack::EMPTY,
-        }
-    }
-
-    #[test]
-    fn a_slow_healthy_op_does_not_cost_the_later_culprit() {
-        // #2 runs long while 300 ops queue behind it (ring of 16); then #2 completes and #151
-        // faults (the marker stops at #150); 5,000 more launches follow.
-        let mut ring = Ring::default();
-        let completed = Cell::new(1u64);
-        let done = || completed.get();
-        for _ in 0..300 {
-            ring.push(op(), 16, None, &done);
-        }
-        completed.set(150);
-        for _ in 0..5000 {
-            ring.push(op(), 16, None, &done);
-        }
-        let ops = ring.view_ops(16);
-        let first_unproven = ops.iter().find(|o| o.seq > completed.get()).map(|o| o.seq);
-        assert_eq!(first_unproven, Some(151));
-        // Held ops are bounded and proven ones were forgotten.
-        assert!(ring.held_ops.len() <= HELD_OPS);
-        assert!(ring.held_ops.front().unwrap().seq > 150);
-        assert_eq!(ops.last().unwrap().seq, 5300);
-    }
-
-    #[test]
-    fn proven_ops_are_not_held() {
-        let mut ring = Ring::default();
-        let done = || u64::MAX;
-        for _ in 0..1000 {
-            ring.push(op(), 16, None, &done);
-        }
-        assert!(ring.held_ops.is_empty());
-        assert_eq!(ring.view_ops(16).len(), 16);
-    }
 }

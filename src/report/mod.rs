@@ -53,7 +53,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
     // The context the reporting call concerns (its stream's, the one it names, else the current
     // one): a sticky error belongs to one context.
     let context = Some(call.context(ep)).filter(|&c| c != 0);
-    let views = record::streams::snapshot();
+    let views = record::snapshot::snapshot();
     let mut names = Names {
         driver,
         cache: HashMap::new(),
