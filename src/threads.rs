@@ -20,7 +20,7 @@ use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Creations and bindings kept.
-pub const SLOTS: usize = 1024;
+pub(crate) const SLOTS: usize = 1024;
 
 static GEN: AtomicU64 = AtomicU64::new(1);
 
@@ -60,13 +60,13 @@ static NEXT_BOUND: AtomicUsize = AtomicUsize::new(0);
 
 /// What is known about a thread's start before it exists.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Start {
+pub(crate) struct Start {
     gen: u64,
-    pub start: usize,
+    pub(crate) start: usize,
     /// `std::thread`: the state's `_M_run`.
-    pub run: usize,
+    pub(crate) run: usize,
     /// `std::thread`: the state's mangled type name (a NUL-terminated string in a module).
-    pub type_name: usize,
+    pub(crate) type_name: usize,
 }
 
 fn in_module(addr: usize) -> Option<String> {
@@ -97,7 +97,7 @@ fn word_in_module(addr: usize) -> Option<usize> {
 
 /// Called by `pthread_create` before the real one: notes the start routine and, for a
 /// `std::thread`, its state's `_M_run` and type name.
-pub fn before_create(start: usize, arg: usize) -> Start {
+pub(crate) fn before_create(start: usize, arg: usize) -> Start {
     let mut s = Start {
         gen: GEN.fetch_add(1, Ordering::AcqRel),
         start,
@@ -123,7 +123,7 @@ pub fn before_create(start: usize, arg: usize) -> Start {
 }
 
 /// Called after a successful `pthread_create`.
-pub fn created(pthread: usize, s: Start) {
+pub(crate) fn created(pthread: usize, s: Start) {
     let slot = &CREATED[NEXT_CREATED.fetch_add(1, Ordering::Relaxed) % SLOTS];
     slot.gen.store(0, Ordering::Release);
     slot.pthread.store(pthread, Ordering::Relaxed);
@@ -138,7 +138,7 @@ thread_local! {
 }
 
 /// The calling thread's OS id, cached.
-pub fn thread_id() -> u32 {
+pub(crate) fn thread_id() -> u32 {
     // Without thread-local storage (a hook running in a TLS destructor or after): no cache.
     // SAFETY: gettid has no preconditions.
     let ask = || unsafe { libc::gettid() } as u32;
@@ -154,13 +154,13 @@ pub fn thread_id() -> u32 {
 
 /// Forgets the calling thread's cached id (the `pthread_atfork` child handler): the forking
 /// thread has a new OS id in the child.
-pub fn reset_after_fork() {
+pub(crate) fn reset_after_fork() {
     let _ = TID.try_with(|t| t.set(0));
 }
 
 /// Binds the calling thread's OS id to its `pthread_t` (once per thread, at its first hooked
 /// call).
-pub fn bind_current(tid: u32) {
+pub(crate) fn bind_current(tid: u32) {
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() } as usize;
     let slot = &BOUND[NEXT_BOUND.fetch_add(1, Ordering::Relaxed) % SLOTS];
@@ -173,7 +173,7 @@ pub fn bind_current(tid: u32) {
 
 /// The start of thread `tid`, if it was created (through `pthread_create`) while cudablame was
 /// loaded and has made a hooked call.
-pub fn start_of(tid: u32) -> Option<Start> {
+pub(crate) fn start_of(tid: u32) -> Option<Start> {
     let (bgen, pthread) = BOUND
         .iter()
         .filter_map(|b| {
@@ -197,7 +197,7 @@ pub fn start_of(tid: u32) -> Option<Start> {
 }
 
 /// The mangled type name a [`Start`] points at, if any.
-pub fn type_name(s: &Start) -> Option<String> {
+pub(crate) fn type_name(s: &Start) -> Option<String> {
     if s.type_name == 0 {
         return None;
     }

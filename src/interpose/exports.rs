@@ -47,7 +47,7 @@ macro_rules! define_exports {
         $( export_variants!([$($v : $sd),+] $params $ctor $args); )*
 
         /// The address of our wrapper for `ep`.
-        pub fn wrapper_address(ep: EntryPoint) -> usize {
+        pub(crate) fn wrapper_address(ep: EntryPoint) -> usize {
             match ep { $($( EntryPoint::$v => $v as *const () as usize, )+)* }
         }
     };

@@ -19,7 +19,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod dl;
-pub mod exports;
+pub(crate) mod exports;
 mod pthread;
 mod resolvers;
 
@@ -38,7 +38,7 @@ thread_local! {
 
 /// Runs one hooked call: describe it, record around the real call, observe its result.
 #[inline]
-pub fn hook(
+pub(crate) fn hook(
     ep: EntryPoint,
     entry: &crate::stack::EntryRegs,
     describe: impl FnOnce() -> Call,
@@ -112,7 +112,7 @@ extern "C" fn after_fork_in_child() {
 
 /// Our replacement for a resolved driver function address: the wrapper of the hooked variant
 /// that lives at `address`, our resolvers for the real `cuGetProcAddress*`, else `address` itself.
-pub fn wrap_resolved(address: usize) -> usize {
+pub(crate) fn wrap_resolved(address: usize) -> usize {
     crate::config::test_panic(crate::config::PanicPoint::Resolve);
     let Some(d) = real::driver_near(address) else {
         return address;

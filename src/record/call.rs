@@ -9,7 +9,7 @@ use std::ffi::c_uint;
 /// What a hooked call does, derived from its arguments before the real call (see the list in
 /// `cuda::entry_points`). Stream handles are raw: `0` means the variant's default stream.
 #[derive(Clone, Copy, Debug)]
-pub enum Call {
+pub(crate) enum Call {
     /// Work enqueued on a stream: recorded and followed by a progress marker.
     Enqueue(Launch),
     /// A blocking copy on the variant's default stream (`stream` is 0) that is not simply
@@ -91,27 +91,27 @@ pub enum Call {
 /// - a direction cudablame could not tell (unified addressing, pointer types unknown): nothing
 ///   ([`Proves::Nothing`]), recorded as an ordinary op with a marker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Proves {
+pub(crate) enum Proves {
     CopyAndEarlier,
     Nothing,
 }
 
 /// The arguments of an enqueued op that the record keeps.
 #[derive(Clone, Copy, Debug)]
-pub struct Launch {
-    pub kind: OpKind,
+pub(crate) struct Launch {
+    pub(crate) kind: OpKind,
     /// `CUfunction` or `CUkernel` handle (kernels), `CUgraphExec` (graphs), 0 otherwise.
-    pub handle: usize,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub shared_mem_bytes: u32,
+    pub(crate) handle: usize,
+    pub(crate) grid: [u32; 3],
+    pub(crate) block: [u32; 3],
+    pub(crate) shared_mem_bytes: u32,
     /// Bytes moved or set (copies and memsets; 0 when the descriptor is opaque).
-    pub bytes: u64,
-    pub stream: usize,
+    pub(crate) bytes: u64,
+    pub(crate) stream: usize,
 }
 
 impl Call {
-    pub fn kernel(
+    pub(crate) fn kernel(
         f: CUfunction,
         grid: [c_uint; 3],
         block: [c_uint; 3],
@@ -134,7 +134,7 @@ impl Call {
     /// # Safety
     /// `config` is NULL or points to a `CUlaunchConfig` (the driver requires a valid one; a NULL
     /// one is passed through and its error observed like any other).
-    pub unsafe fn kernel_ex(config: *const CUlaunchConfig, f: CUfunction) -> Call {
+    pub(crate) unsafe fn kernel_ex(config: *const CUlaunchConfig, f: CUfunction) -> Call {
         // SAFETY: per the contract.
         match unsafe { config.as_ref() } {
             Some(c) => Call::kernel(
@@ -148,7 +148,7 @@ impl Call {
         }
     }
 
-    pub fn graph(exec: CUgraphExec, stream: CUstream) -> Call {
+    pub(crate) fn graph(exec: CUgraphExec, stream: CUstream) -> Call {
         Call::Enqueue(Launch {
             kind: OpKind::Graph,
             handle: exec as usize,
@@ -156,11 +156,11 @@ impl Call {
         })
     }
 
-    pub fn memcpy_async(bytes: usize, stream: CUstream) -> Call {
+    pub(crate) fn memcpy_async(bytes: usize, stream: CUstream) -> Call {
         Call::Enqueue(Self::transfer(bytes, stream))
     }
 
-    pub fn memset_async(bytes: usize, stream: CUstream) -> Call {
+    pub(crate) fn memset_async(bytes: usize, stream: CUstream) -> Call {
         Call::Enqueue(Launch {
             kind: OpKind::Memset,
             ..Self::transfer(bytes, stream)
@@ -181,12 +181,12 @@ impl Call {
 
     /// A blocking copy from `src` to `dst` on the variant's default stream, classified by
     /// [`Call::copy_between`].
-    pub fn memcpy_sync(dst: Side, src: Side, bytes: usize) -> Call {
+    pub(crate) fn memcpy_sync(dst: Side, src: Side, bytes: usize) -> Call {
         Self::copy_between(dst, src, Self::transfer(bytes, std::ptr::null_mut()))
     }
 
     /// `cuMemcpy` (unified addressing): the sides from the pointers' memory types.
-    pub fn memcpy_unified(dst: CUdeviceptr, src: CUdeviceptr, bytes: usize) -> Call {
+    pub(crate) fn memcpy_unified(dst: CUdeviceptr, src: CUdeviceptr, bytes: usize) -> Call {
         Self::memcpy_sync(side_of(dst), side_of(src), bytes)
     }
 
@@ -195,14 +195,14 @@ impl Call {
     ///
     /// # Safety
     /// `copy` is NULL or points to a descriptor of that kind (the driver requires a valid one).
-    pub unsafe fn memcpy_described(copy: CopyDescriptor, three_d: bool) -> Call {
+    pub(crate) unsafe fn memcpy_described(copy: CopyDescriptor, three_d: bool) -> Call {
         // SAFETY: per the contract.
         let (dst, src) = unsafe { descriptor_sides(copy, three_d) };
         Self::memcpy_sync(dst, src, 0)
     }
 
     /// The table of [`Proves`]: what a blocking copy between `dst` and `src` means.
-    pub fn copy_between(dst: Side, src: Side, launch: Launch) -> Call {
+    pub(crate) fn copy_between(dst: Side, src: Side, launch: Launch) -> Call {
         match (dst, src) {
             (Side::Host, Side::Device) => Call::BlockingCopy {
                 launch,
@@ -223,92 +223,92 @@ impl Call {
     }
 
     /// `cuMemcpyHtoD`: the copy and earlier work complete on success.
-    pub fn copy_htod(bytes: usize) -> Call {
+    pub(crate) fn copy_htod(bytes: usize) -> Call {
         Self::memcpy_sync(Side::Device, Side::Host, bytes)
     }
     /// `cuMemcpyDtoH`: the copy and earlier work complete on success.
-    pub fn copy_dtoh(bytes: usize) -> Call {
+    pub(crate) fn copy_dtoh(bytes: usize) -> Call {
         Self::memcpy_sync(Side::Host, Side::Device, bytes)
     }
     /// `cuMemcpyDtoD`, `cuMemcpyPeer`: an ordinary op of the default stream.
-    pub fn copy_dtod(bytes: usize) -> Call {
+    pub(crate) fn copy_dtod(bytes: usize) -> Call {
         Self::memcpy_sync(Side::Device, Side::Device, bytes)
     }
 
     /// A memset on the variant's default stream: asynchronous (see [`Proves`]).
-    pub fn memset_sync(bytes: usize) -> Call {
+    pub(crate) fn memset_sync(bytes: usize) -> Call {
         Call::Enqueue(Launch {
             kind: OpKind::Memset,
             ..Self::transfer(bytes, std::ptr::null_mut())
         })
     }
-    pub fn sync_context(ctx: CUcontext) -> Call {
+    pub(crate) fn sync_context(ctx: CUcontext) -> Call {
         Call::SyncContext { ctx: ctx as usize }
     }
-    pub fn sync_stream(stream: CUstream) -> Call {
+    pub(crate) fn sync_stream(stream: CUstream) -> Call {
         Call::SyncStream {
             stream: stream as usize,
         }
     }
-    pub fn observe() -> Call {
+    pub(crate) fn observe() -> Call {
         Call::Observe { stream: None }
     }
-    pub fn observe_stream(stream: CUstream) -> Call {
+    pub(crate) fn observe_stream(stream: CUstream) -> Call {
         Call::Observe {
             stream: Some(stream as usize),
         }
     }
-    pub fn name_handle<T>(out: *mut T, name: *const std::ffi::c_char) -> Call {
+    pub(crate) fn name_handle<T>(out: *mut T, name: *const std::ffi::c_char) -> Call {
         Call::NameHandle {
             out: out as usize,
             name: name as usize,
         }
     }
-    pub fn alias_handle<T>(out: *mut T, of: CUkernel) -> Call {
+    pub(crate) fn alias_handle<T>(out: *mut T, of: CUkernel) -> Call {
         Call::AliasHandle {
             out: out as usize,
             of: of as usize,
         }
     }
-    pub fn begin_capture(stream: CUstream) -> Call {
+    pub(crate) fn begin_capture(stream: CUstream) -> Call {
         Call::BeginCapture {
             stream: stream as usize,
         }
     }
-    pub fn end_capture(stream: CUstream, graph_out: *mut CUgraph) -> Call {
+    pub(crate) fn end_capture(stream: CUstream, graph_out: *mut CUgraph) -> Call {
         Call::EndCapture {
             stream: stream as usize,
             graph_out: graph_out as usize,
         }
     }
-    pub fn instantiate(exec_out: *mut CUgraphExec, graph: CUgraph) -> Call {
+    pub(crate) fn instantiate(exec_out: *mut CUgraphExec, graph: CUgraph) -> Call {
         Call::Instantiate {
             exec_out: exec_out as usize,
             graph: graph as usize,
         }
     }
-    pub fn unseen_work(stream: CUstream) -> Call {
+    pub(crate) fn unseen_work(stream: CUstream) -> Call {
         Call::UnseenWork {
             stream: stream as usize,
         }
     }
-    pub fn destroy_context(ctx: CUcontext) -> Call {
+    pub(crate) fn destroy_context(ctx: CUcontext) -> Call {
         Call::DestroyContext { ctx: ctx as usize }
     }
-    pub fn primary_reset(dev: CUdevice) -> Call {
+    pub(crate) fn primary_reset(dev: CUdevice) -> Call {
         Call::PrimaryContext { dev, reset: true }
     }
-    pub fn primary_release(dev: CUdevice) -> Call {
+    pub(crate) fn primary_release(dev: CUdevice) -> Call {
         Call::PrimaryContext { dev, reset: false }
     }
-    pub fn destroy_stream(stream: CUstream) -> Call {
+    pub(crate) fn destroy_stream(stream: CUstream) -> Call {
         Call::DestroyStream {
             stream: stream as usize,
         }
     }
 
     /// The stream this call concerns, as a raw handle (`Some(0)` = the variant's default stream).
-    pub fn stream(&self) -> Option<usize> {
+    pub(crate) fn stream(&self) -> Option<usize> {
         match *self {
             Call::Enqueue(l) => Some(l.stream),
             Call::BlockingCopy { .. } => Some(0),
@@ -329,7 +329,7 @@ impl Call {
 
     /// The context whose error this call reports: the context of the stream it concerns, the
     /// context it names, else the current one (0: unknown).
-    pub fn context(&self, ep: EntryPoint) -> usize {
+    pub(crate) fn context(&self, ep: EntryPoint) -> usize {
         let Some(driver) = real::driver() else {
             return 0;
         };
@@ -348,7 +348,7 @@ impl Call {
 
 /// The side of a unified address (`cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE)`);
 /// [`Side::Unknown`] when the driver does not say (no driver, an error, managed memory).
-pub fn side_of(ptr: CUdeviceptr) -> Side {
+pub(crate) fn side_of(ptr: CUdeviceptr) -> Side {
     real::driver().map_or(Side::Unknown, |d| d.memory_side(ptr))
 }
 
@@ -366,7 +366,7 @@ fn side_of_type(memory_type: c_uint, unified: CUdeviceptr) -> Side {
 ///
 /// # Safety
 /// `copy` is NULL or points to a descriptor of that kind.
-pub unsafe fn descriptor_sides(copy: CopyDescriptor, three_d: bool) -> (Side, Side) {
+pub(crate) unsafe fn descriptor_sides(copy: CopyDescriptor, three_d: bool) -> (Side, Side) {
     if copy.is_null() {
         return (Side::Unknown, Side::Unknown);
     }

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 /// Runs an enqueueing call: records it and enqueues its progress marker when the real call
 /// succeeds. Returns the real result, and the op that was not enqueued when it failed (a launch
 /// error names that launch as the culprit).
-pub fn enqueue(
+pub(crate) fn enqueue(
     ep: EntryPoint,
     launch: Launch,
     entry: &EntryRegs,

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A progress-marker slot: 8 bytes of pinned host memory mapped for the device. The stream
 /// writes each op's sequence number into it after the op (`cuStreamWriteValue64`); the host reads
 /// it with a plain load.
-pub struct Marker {
+pub(crate) struct Marker {
     host: *const AtomicU64,
     pub(super) device: u64,
 }
@@ -24,7 +24,7 @@ unsafe impl Sync for Marker {}
 
 impl Marker {
     /// The last sequence number the device wrote.
-    pub fn read(&self) -> u64 {
+    pub(crate) fn read(&self) -> u64 {
         // SAFETY: the slot's memory is never unmapped (`real::alloc_marker_memory`).
         unsafe { (*self.host).load(Ordering::Acquire) }
     }

@@ -9,13 +9,13 @@
 //! that sequence numbers follow the order in which ops enter the stream even when several threads
 //! launch onto one stream. Nothing on this path allocates once the stream's ring is full.
 
-pub mod cost;
-pub mod graphs;
-pub mod markers;
-pub mod names;
-pub mod ring;
-pub mod snapshot;
-pub mod streams;
+pub(crate) mod cost;
+pub(crate) mod graphs;
+pub(crate) mod markers;
+pub(crate) mod names;
+pub(crate) mod ring;
+pub(crate) mod snapshot;
+pub(crate) mod streams;
 
 mod call;
 mod hot;
@@ -24,38 +24,38 @@ mod sync;
 use crate::config::{self, StackMode};
 use crate::cuda::entry_points::EntryPoint;
 use crate::stack::{EntryRegs, NativeStack, StackRef};
-pub use snapshot::StreamView;
+pub(crate) use snapshot::StreamView;
 use std::sync::atomic::{AtomicUsize, Ordering};
-pub use streams::{StreamId, StreamState};
+pub(crate) use streams::{StreamId, StreamState};
 
-pub use call::*;
-pub use cudablame_report::model::OpKind;
-pub use hot::enqueue;
-pub use sync::{after, before};
+pub(crate) use call::*;
+pub(crate) use cudablame_report::model::OpKind;
+pub(crate) use hot::enqueue;
+pub(crate) use sync::{after, before};
 
 /// One recorded op: plain data, copied into the stream's ring. Sizes in bytes, times in ns since
 /// the Unix epoch (`CLOCK_REALTIME`, comparable across processes of one host).
 #[derive(Clone, Copy)]
-pub struct OpRecord {
+pub(crate) struct OpRecord {
     /// Position in its stream, from 1; the progress marker of the stream holds the last completed one.
-    pub seq: u64,
-    pub launch: Launch,
-    pub entry_point: EntryPoint,
-    pub stream: StreamId,
-    pub context: usize,
-    pub device: i32,
+    pub(crate) seq: u64,
+    pub(crate) launch: Launch,
+    pub(crate) entry_point: EntryPoint,
+    pub(crate) stream: StreamId,
+    pub(crate) context: usize,
+    pub(crate) device: i32,
     /// OS thread id (`gettid`) of the launching thread.
-    pub thread: u32,
-    pub time_ns: u64,
+    pub(crate) thread: u32,
+    pub(crate) time_ns: u64,
     /// A synchronous copy or memset: complete when recorded, never a culprit candidate.
-    pub synchronous: bool,
+    pub(crate) synchronous: bool,
     /// Its progress marker was enqueued right behind it. If op N lacks one, a fault in N+1 leaves
     /// the marker at N-1, so "first unfinished" only narrows the culprit to N..=N+1.
-    pub marked: bool,
+    pub(crate) marked: bool,
     /// The native launch stack (a copy in the ring until a snapshot unwinds it).
-    pub stack: StackRef,
+    pub(crate) stack: StackRef,
     /// Python frames of the launching thread (CPython only; `stack::python`).
-    pub python: crate::stack::python::PythonStack,
+    pub(crate) python: crate::stack::python::PythonStack,
 }
 
 /// Streams with an active capture (begun and not yet ended), process-wide. While it is 0 no
@@ -64,7 +64,7 @@ static CAPTURES_ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// Forgets every stream, marker slot, kernel name and capture of the parent (the
 /// `pthread_atfork` child handler, see `safety`): the child never uses its parent's contexts.
-pub fn forget_after_fork() {
+pub(crate) fn forget_after_fork() {
     streams::clear();
     names::clear();
     graphs::clear();
@@ -72,7 +72,7 @@ pub fn forget_after_fork() {
 }
 
 /// Wall-clock time in ns (`CLOCK_REALTIME`).
-pub fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

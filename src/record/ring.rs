@@ -12,11 +12,11 @@ use std::collections::VecDeque;
 
 /// Stack copies kept per stream, for the newest ops (nearly every op a report names is among
 /// them or is held, see [`Ring`]).
-pub const STACK_COPIES: usize = 32;
+pub(crate) const STACK_COPIES: usize = 32;
 /// Ops, and unwound stacks, held per stream after they left the ring or the copies without
 /// being proven complete (the oldest are kept, newer ones dropped when full).
-pub const HELD_OPS: usize = 4096;
-pub const HELD_STACKS: usize = 1024;
+pub(crate) const HELD_OPS: usize = 4096;
+pub(crate) const HELD_STACKS: usize = 1024;
 
 /// A bounded ring of the most recent ops of one stream, in sequence order, with the stack copies
 /// of the newest of them.
@@ -28,7 +28,7 @@ pub const HELD_STACKS: usize = 1024;
 /// the host has time to spare). Both keep the oldest unproven ops when full: the op that never
 /// completes, the culprit, is always the oldest of them, however far the host runs ahead.
 #[derive(Default)]
-pub struct Ring {
+pub(crate) struct Ring {
     ops: VecDeque<OpRecord>,
     pub(super) last_seq: u64,
     /// The highest sequence number known complete when last looked (marker or synchronization).
@@ -42,7 +42,7 @@ pub struct Ring {
 
 impl Ring {
     /// Notes that the newest op's progress marker was enqueued behind it.
-    pub fn mark_newest(&mut self) {
+    pub(crate) fn mark_newest(&mut self) {
         if let Some(op) = self.ops.back_mut() {
             op.marked = true;
         }
@@ -69,7 +69,7 @@ impl Ring {
     /// [`STACK_COPIES`] stack copies besides the held ones. With `copy` (the entry point's
     /// registers and the bytes to copy), the launching thread's stack is copied for the op.
     /// `completed`: the highest sequence number now proven complete.
-    pub fn push(
+    pub(crate) fn push(
         &mut self,
         mut op: OpRecord,
         capacity: usize,

@@ -7,27 +7,27 @@ use std::sync::atomic::Ordering;
 
 /// A consistent copy of one stream's state for blame and report.
 #[derive(Clone)]
-pub struct StreamView {
-    pub id: StreamId,
-    pub context: usize,
-    pub device: i32,
-    pub issued: u64,
+pub(crate) struct StreamView {
+    pub(crate) id: StreamId,
+    pub(crate) context: usize,
+    pub(crate) device: i32,
+    pub(crate) issued: u64,
     /// The progress marker's value (the last op it proves complete), if the stream has a slot.
-    pub marker: Option<u64>,
-    pub host_completed: u64,
+    pub(crate) marker: Option<u64>,
+    pub(crate) host_completed: u64,
     /// The ring, oldest first.
-    pub ops: Vec<OpRecord>,
+    pub(crate) ops: Vec<OpRecord>,
     /// The ring was busy (locked by another thread for longer than the report waits): `ops` is
     /// empty and not read.
-    pub busy: bool,
+    pub(crate) busy: bool,
     /// Unrecorded work was enqueued after op `unseen_after - 1` (0: none), by `unseen_what`.
-    pub unseen_after: u64,
-    pub unseen_what: Option<&'static str>,
+    pub(crate) unseen_after: u64,
+    pub(crate) unseen_what: Option<&'static str>,
 }
 
 impl StreamView {
     /// Highest sequence number known complete.
-    pub fn completed(&self) -> u64 {
+    pub(crate) fn completed(&self) -> u64 {
         self.marker
             .unwrap_or(0)
             .max(self.host_completed)
@@ -41,7 +41,7 @@ pub(super) const RING_WAIT: std::time::Duration = std::time::Duration::from_mill
 
 /// Copies every stream's state: the ring under its lock (waiting [`RING_WAIT`] at most; its
 /// stack copies unwound), the marker with a plain load.
-pub fn snapshot() -> Vec<StreamView> {
+pub(crate) fn snapshot() -> Vec<StreamView> {
     all()
         .into_iter()
         .map(|s| {

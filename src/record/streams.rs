@@ -15,7 +15,7 @@ use std::sync::Arc;
 /// is the legacy stream in plain variants and the per-thread stream in `_ptsz`/`_ptds` ones
 /// (`cuda.h`, `CU_STREAM_LEGACY`, `CU_STREAM_PER_THREAD`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StreamId {
+pub(crate) enum StreamId {
     Legacy,
     /// The per-thread default stream of this OS thread.
     PerThread(u32),
@@ -24,7 +24,7 @@ pub enum StreamId {
 
 impl StreamId {
     /// Resolves a raw handle as passed to a variant.
-    pub fn resolve(raw: usize, per_thread_variant: bool, thread: u32) -> StreamId {
+    pub(crate) fn resolve(raw: usize, per_thread_variant: bool, thread: u32) -> StreamId {
         match raw {
             0 if per_thread_variant => StreamId::PerThread(thread),
             0 | CU_STREAM_LEGACY => StreamId::Legacy,
@@ -35,7 +35,7 @@ impl StreamId {
 
     /// The handle that names this stream in plain (non-`_ptsz`) calls made from the thread that
     /// owns it.
-    pub fn handle(self) -> usize {
+    pub(crate) fn handle(self) -> usize {
         match self {
             StreamId::Legacy => CU_STREAM_LEGACY,
             StreamId::PerThread(_) => CU_STREAM_PER_THREAD,
@@ -44,7 +44,7 @@ impl StreamId {
     }
 
     /// How the report names the stream: `0x…`, `legacy`, or `per-thread(tid)`.
-    pub fn describe(self) -> String {
+    pub(crate) fn describe(self) -> String {
         match self {
             StreamId::Legacy => "legacy".into(),
             StreamId::PerThread(t) => format!("per-thread({t})"),
@@ -54,35 +54,35 @@ impl StreamId {
 }
 
 /// Everything cudablame knows of one stream.
-pub struct StreamState {
-    pub id: StreamId,
-    pub context: usize,
-    pub device: i32,
-    pub ops: Mutex<Ring>,
+pub(crate) struct StreamState {
+    pub(crate) id: StreamId,
+    pub(crate) context: usize,
+    pub(crate) device: i32,
+    pub(crate) ops: Mutex<Ring>,
     /// Sequence number of the last op issued (mirror of the ring's, readable without the lock).
-    pub issued: AtomicU64,
+    pub(crate) issued: AtomicU64,
     /// Highest sequence number proven complete by a successful synchronization on the host.
-    pub host_completed: AtomicU64,
-    pub marker: Option<Marker>,
+    pub(crate) host_completed: AtomicU64,
+    pub(crate) marker: Option<Marker>,
     /// Work cudablame could not record went onto this stream (an entry point it does not record:
     /// `cuLaunchHostFunc`, `cuMemsetD2D*`, ...): the sequence number of the last op issued before
     /// it, plus one (0: never). The report cannot call a verdict on this stream exact while that
     /// work may be unfinished.
-    pub unseen_after: AtomicU64,
+    pub(crate) unseen_after: AtomicU64,
     /// The name of the last such entry point (an index into `EntryPoint::ALL`, plus one; 0: none).
-    pub unseen_what: AtomicU64,
+    pub(crate) unseen_what: AtomicU64,
 }
 
 impl StreamState {
     /// The highest sequence number proven complete now: by the progress marker or by a
     /// successful host synchronization.
-    pub fn completed_now(&self) -> u64 {
+    pub(crate) fn completed_now(&self) -> u64 {
         let marker = self.marker.as_ref().map_or(0, Marker::read);
         marker.max(self.host_completed.load(Ordering::Acquire))
     }
 
     /// Notes unrecorded work enqueued now (after op `issued`) by `what`.
-    pub fn note_unseen(&self, what: crate::cuda::entry_points::EntryPoint) {
+    pub(crate) fn note_unseen(&self, what: crate::cuda::entry_points::EntryPoint) {
         self.unseen_after
             .store(self.issued.load(Ordering::Acquire) + 1, Ordering::Release);
         self.unseen_what.store(what as u64 + 1, Ordering::Release);
@@ -90,7 +90,7 @@ impl StreamState {
 
     /// Enqueues the marker write for op `seq` (caller holds the ring lock, right after the op);
     /// returns whether the driver took it.
-    pub fn write_marker(&self, driver: &Driver, seq: u64) -> bool {
+    pub(crate) fn write_marker(&self, driver: &Driver, seq: u64) -> bool {
         let (Some(m), Some(write)) = (&self.marker, driver.own.stream_write_value64) else {
             return false;
         };
@@ -189,7 +189,7 @@ impl Drop for PerThreadStreams {
 /// The context stream `id` belongs to: a stream handle's own (`cuStreamGetCtx`, asked once per
 /// handle and remembered until the stream is destroyed), a default stream's the current
 /// context (NULL, `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD` name the current context's).
-pub fn context_of(driver: &Driver, id: StreamId) -> usize {
+pub(crate) fn context_of(driver: &Driver, id: StreamId) -> usize {
     let StreamId::Handle(h) = id else {
         return driver.current_context();
     };
@@ -210,7 +210,7 @@ pub fn context_of(driver: &Driver, id: StreamId) -> usize {
 /// The state of stream `id` in its own context ([`context_of`]), created on first use (with its
 /// marker slot). The hot path asks the driver for the current context only for default streams,
 /// and nothing at all for a stream handle this thread used last.
-pub fn lookup(driver: &Driver, id: StreamId) -> Arc<StreamState> {
+pub(crate) fn lookup(driver: &Driver, id: StreamId) -> Arc<StreamState> {
     let epoch = EPOCH.load(Ordering::Acquire);
     let current = match id {
         StreamId::Handle(_) => None,
@@ -267,13 +267,13 @@ pub fn lookup(driver: &Driver, id: StreamId) -> Arc<StreamState> {
 }
 
 /// The state of stream `id` in its own context if it exists.
-pub fn find(driver: &Driver, id: StreamId) -> Option<Arc<StreamState>> {
+pub(crate) fn find(driver: &Driver, id: StreamId) -> Option<Arc<StreamState>> {
     let context = context_of(driver, id);
     TABLE.get().read().live.get(&(context, id)).cloned()
 }
 
 /// Every stream known, live ones first, then recently destroyed ones.
-pub fn all() -> Vec<Arc<StreamState>> {
+pub(crate) fn all() -> Vec<Arc<StreamState>> {
     let t = TABLE.get().read();
     t.live.values().chain(t.retired.iter()).cloned().collect()
 }
@@ -284,7 +284,7 @@ pub fn all() -> Vec<Arc<StreamState>> {
 /// dangling (`cuStreamGetCtx` on it crashed the H200's driver 580 inside cuBLASLt, which creates
 /// and destroys streams it never launches on). A handle's context comes from what was
 /// remembered when ops were recorded on it; a handle never recorded has nothing to retire.
-pub fn retire(driver: &Driver, id: StreamId) {
+pub(crate) fn retire(driver: &Driver, id: StreamId) {
     let mut t = TABLE.get().write();
     let context = match id {
         StreamId::Handle(h) => match t.handles.remove(&h) {
@@ -314,7 +314,7 @@ pub fn retire(driver: &Driver, id: StreamId) {
 /// handles and its marker slab: the context's work is gone with it, and a new context that
 /// reuses the handle starts afresh. The slab's host memory stays mapped (see
 /// [`real::alloc_marker_memory`]): a report being built meanwhile still reads it safely.
-pub fn forget_context(context: usize) {
+pub(crate) fn forget_context(context: usize) {
     if context == 0 {
         return;
     }
@@ -331,7 +331,7 @@ pub fn forget_context(context: usize) {
 /// Forgets every context cudablame knows on device `dev` ([`forget_context`] each): after a
 /// primary-context reset whose context handle could not be learned, so that no stream of a new
 /// context (possibly with the old handle) keeps a marker slot in memory the reset unregistered.
-pub fn forget_device(dev: i32) {
+pub(crate) fn forget_device(dev: i32) {
     let contexts: std::collections::HashSet<usize> = {
         let t = TABLE.get().read();
         t.live
@@ -348,7 +348,7 @@ pub fn forget_device(dev: i32) {
 
 /// How many destroyed streams of `context` were dropped from the retired list while they may
 /// still have had unfinished work.
-pub fn dropped_unfinished(context: usize) -> u64 {
+pub(crate) fn dropped_unfinished(context: usize) -> u64 {
     TABLE
         .get()
         .read()
@@ -372,7 +372,7 @@ impl StreamState {
 }
 
 /// lock: in a forked child another parent thread may have held one (`safety::Resettable`).
-pub fn clear() {
+pub(crate) fn clear() {
     TABLE.reset_in_child();
     MARKER_POOLS.reset_in_child();
     // Thread-local caches hold the epoch they saw: a new epoch makes them look up again.

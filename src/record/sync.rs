@@ -30,10 +30,10 @@ fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &
 
 /// What a call must remember before the real call: the streams a synchronization waits for and
 /// how many ops each had issued; the context a primary-context release or reset may destroy.
-pub struct SyncMark(Vec<(std::sync::Arc<StreamState>, u64)>, usize);
+pub(crate) struct SyncMark(Vec<(std::sync::Arc<StreamState>, u64)>, usize);
 
 /// Before a non-enqueueing call: note the streams a synchronization covers.
-pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
+pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
     crate::config::test_panic(crate::config::PanicPoint::Record);
     let driver = real::driver()?;
     let issued = |s: std::sync::Arc<StreamState>| {
@@ -81,7 +81,13 @@ pub fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
 
 /// After a non-enqueueing call: a successful synchronization proves every op it covered completed;
 /// capture begin/end and stream destruction keep the tables right.
-pub fn after(ep: EntryPoint, call: &Call, mark: Option<SyncMark>, rc: CUresult, entry: &EntryRegs) {
+pub(crate) fn after(
+    ep: EntryPoint,
+    call: &Call,
+    mark: Option<SyncMark>,
+    rc: CUresult,
+    entry: &EntryRegs,
+) {
     if rc == CUDA_SUCCESS {
         if let Some(SyncMark(list, _)) = &mark {
             for &(ref s, n) in list {

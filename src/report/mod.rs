@@ -2,9 +2,9 @@
 //! on stderr, written as JSON and, with `CUDABLAME_TRACE`, as a Chrome trace. Everything slow
 //! (kernel names, symbolization) happens here.
 
-pub mod sink;
+pub(crate) mod sink;
 
-pub use cudablame_report::{hints, model, pattern, text, trace};
+pub(crate) use cudablame_report::{hints, model, pattern, text, trace};
 
 use crate::blame::{self, Confidence};
 use crate::config;
@@ -22,7 +22,7 @@ const RECENT_PER_STREAM: usize = 8;
 
 /// Builds and emits the report for an error returned by `ep`. `failed_launch` is set when the
 /// call was a launch that failed by itself (non-sticky): it is then the `exact` culprit.
-pub fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpRecord>) {
+pub(crate) fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpRecord>) {
     let cfg = config::get();
     crate::config::test_panic(crate::config::PanicPoint::Report);
     let started = std::time::Instant::now();
@@ -449,12 +449,12 @@ fn program_frame(o: &Op) -> Option<String> {
 
 /// The rank of this process in a multi-process job: `RANK` (torchrun), `SLURM_PROCID`,
 /// `OMPI_COMM_WORLD_RANK`, else 0.
-pub fn rank() -> u32 {
+pub(crate) fn rank() -> u32 {
     first_number(&["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"]).unwrap_or(0)
 }
 
 /// This host's name (`gethostname`).
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: buffer and length match.
     if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut _, buf.len()) } != 0 {
@@ -518,7 +518,7 @@ fn process_info() -> Process {
 
 /// The first of `vars` that is set to a number.
 /// Largest `WORLD_SIZE` taken as real.
-pub const MAX_WORLD_SIZE: u32 = 1_000_000;
+pub(crate) const MAX_WORLD_SIZE: u32 = 1_000_000;
 
 fn first_number(vars: &[&str]) -> Option<u32> {
     vars.iter()
@@ -526,7 +526,7 @@ fn first_number(vars: &[&str]) -> Option<u32> {
 }
 
 /// A readable type name for a `std::thread` state: `_ZTS`-less mangled names demangle as types.
-pub fn demangle_type(mangled: &str) -> String {
+pub(crate) fn demangle_type(mangled: &str) -> String {
     let with_prefix = format!("_ZTS{mangled}");
     let d = stack::demangle(&with_prefix);
     d.strip_prefix("typeinfo name for ")

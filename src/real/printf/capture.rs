@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// x86-64 SysV `va_list` element (`__va_list_tag`): a `va_list` argument is a pointer to it.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct VaListTag {
+pub(crate) struct VaListTag {
     gp_offset: u32,
     fp_offset: u32,
     overflow_arg_area: *mut c_void,

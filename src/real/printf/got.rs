@@ -89,7 +89,7 @@ unsafe extern "C" fn visit(
 /// # Safety
 /// `addr` lies in a loaded module whose dynamic section and relocation tables are mapped
 /// (the driver, found by `real`); no other thread rewrites its GOT meanwhile.
-pub unsafe fn patch_module(addr: usize) -> usize {
+pub(crate) unsafe fn patch_module(addr: usize) -> usize {
     let mut found = Found {
         want: addr,
         base: 0,

@@ -19,9 +19,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Assert lines kept (the first ones: one per failing thread, all alike but for block/thread).
-pub const MAX_LINES: usize = 8;
+pub(crate) const MAX_LINES: usize = 8;
 /// Bytes kept per line (longer lines are cut).
-pub const LINE_BYTES: usize = 512;
+pub(crate) const LINE_BYTES: usize = 512;
 
 struct Buffer {
     /// Text of the line being assembled (a line may come in several calls).
@@ -54,7 +54,7 @@ static SHARED: Shared = Shared {
 /// Assert lines the driver printed, including those not kept.
 static SEEN: AtomicU64 = AtomicU64::new(0);
 /// Slots patched (for tests and `CUDABLAME_DEBUG`).
-pub static PATCHED: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static PATCHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Runs `f` on the buffer if no other thread holds it; `spin` tries before giving up.
 fn with_buffer<T>(spin: usize, f: impl FnOnce(&mut Buffer) -> T) -> Option<T> {
@@ -75,7 +75,7 @@ fn with_buffer<T>(spin: usize, f: impl FnOnce(&mut Buffer) -> T) -> Option<T> {
 }
 
 /// Whether a line is a device-side assert message.
-pub fn is_assert_line(line: &[u8]) -> bool {
+pub(crate) fn is_assert_line(line: &[u8]) -> bool {
     contains(line, b"Assertion `") && contains(line, b"block: [")
 }
 
@@ -84,7 +84,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// Feeds text the driver printed: complete lines that are asserts are kept.
-pub fn feed(text: &[u8]) {
+pub(crate) fn feed(text: &[u8]) {
     let _ = with_buffer(64, |b| {
         for &c in text {
             if c == b'\n' {
@@ -108,7 +108,7 @@ pub fn feed(text: &[u8]) {
 }
 
 /// The assert lines captured so far (the first [`MAX_LINES`]) and how many were printed in all.
-pub fn captured() -> (Vec<String>, u64) {
+pub(crate) fn captured() -> (Vec<String>, u64) {
     let lines = with_buffer(1_000_000, |b| {
         (0..b.kept)
             .map(|i| String::from_utf8_lossy(&b.lines[i][..b.lens[i]]).into_owned())
@@ -120,7 +120,7 @@ pub fn captured() -> (Vec<String>, u64) {
 
 /// Forgets captured lines (a forked child reports its own). The lock is forced free: the thread
 /// that held it at fork time does not exist in the child.
-pub fn reset_after_fork() {
+pub(crate) fn reset_after_fork() {
     SHARED.busy.store(false, Ordering::Release);
     let _ = with_buffer(1, |b| {
         b.kept = 0;
@@ -130,7 +130,7 @@ pub fn reset_after_fork() {
 }
 
 /// Patches the driver module holding `addr_in_driver` (no-op off x86-64 Linux).
-pub fn hook_driver(addr_in_driver: usize) {
+pub(crate) fn hook_driver(addr_in_driver: usize) {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
         // SAFETY: reads loader data of a loaded module, writes only its GOT slots.

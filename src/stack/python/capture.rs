@@ -19,7 +19,7 @@ pub(super) struct FrameRef {
 /// Python frames of one thread, innermost first, plus the backward context it borrows. Plain
 /// data (`Copy`), no allocation.
 #[derive(Clone, Copy)]
-pub struct PythonStack {
+pub(crate) struct PythonStack {
     pub(super) len: u8,
     /// More frames than the configured depth.
     pub(super) truncated: bool,
@@ -58,7 +58,7 @@ pub(super) fn is_autograd_worker() -> bool {
 
 impl PythonStack {
     /// No frames (not Python, capture off, or a thread without Python).
-    pub const EMPTY: PythonStack = PythonStack {
+    pub(crate) const EMPTY: PythonStack = PythonStack {
         len: 0,
         truncated: false,
         borrowed: 0,
@@ -70,7 +70,7 @@ impl PythonStack {
 
     /// [`capture`](Self::capture) as configured: `CUDABLAME_PYTHON`, `CUDABLAME_PYTHON_DEPTH`.
     #[inline]
-    pub fn capture_configured() -> PythonStack {
+    pub(crate) fn capture_configured() -> PythonStack {
         let cfg = crate::config::get();
         if cfg.python {
             Self::capture(cfg.python_depth)
@@ -82,7 +82,7 @@ impl PythonStack {
     /// Captures up to `depth` Python frames of the calling thread without the GIL (see the
     /// module doc). In a process that is not CPython this is one atomic load.
     #[inline]
-    pub fn capture(depth: usize) -> PythonStack {
+    pub(crate) fn capture(depth: usize) -> PythonStack {
         let mut s = PythonStack::EMPTY;
         let Some(rt) = runtime() else { return s };
         let backward = RECENT_CODE
@@ -113,13 +113,13 @@ impl PythonStack {
     }
 
     /// Frames captured (own frames, not the borrowed ones).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len as usize
     }
 
     /// No frame captured, own or borrowed (tests).
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0 && self.borrowed == 0
     }
 }

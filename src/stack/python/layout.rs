@@ -14,7 +14,7 @@ pub(super) enum Chain {
 
 /// The line table format of `co_linetable`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LineTable {
+pub(crate) enum LineTable {
     /// 3.10 (PEP 626): (bytecode delta, signed line delta) byte pairs, -128 = no line.
     Pep626,
     /// 3.11+: the location table (`Objects/locations.md` in CPython).
@@ -174,33 +174,33 @@ pub(super) const LAYOUT_313: Layout = Layout {
 /// The `_Py_DebugOffsets` fields used, as `u64` indexes into the struct (3.13's
 /// `Include/internal/pycore_runtime.h`: cookie[8], version, free_threaded, then the groups).
 pub(super) mod dbg {
-    pub const VERSION: usize = 1;
-    pub const FREE_THREADED: usize = 2;
+    pub(crate) const VERSION: usize = 1;
+    pub(crate) const FREE_THREADED: usize = 2;
     // runtime_state: 3..6, interpreter_state: 6..19
-    pub const TS_SIZE: usize = 19;
-    pub const TS_CURRENT_FRAME: usize = 23;
-    pub const TS_THREAD_ID: usize = 24;
-    pub const FR_SIZE: usize = 28;
-    pub const FR_PREVIOUS: usize = 29;
-    pub const FR_EXECUTABLE: usize = 30;
-    pub const FR_INSTR_PTR: usize = 31;
-    pub const FR_OWNER: usize = 33;
-    pub const CO_SIZE: usize = 34;
-    pub const CO_FILENAME: usize = 35;
-    pub const CO_NAME: usize = 36;
-    pub const CO_QUALNAME: usize = 37;
-    pub const CO_LINETABLE: usize = 38;
-    pub const CO_FIRSTLINENO: usize = 39;
-    pub const CO_CODE_ADAPTIVE: usize = 43;
-    pub const OB_TYPE: usize = 45;
+    pub(crate) const TS_SIZE: usize = 19;
+    pub(crate) const TS_CURRENT_FRAME: usize = 23;
+    pub(crate) const TS_THREAD_ID: usize = 24;
+    pub(crate) const FR_SIZE: usize = 28;
+    pub(crate) const FR_PREVIOUS: usize = 29;
+    pub(crate) const FR_EXECUTABLE: usize = 30;
+    pub(crate) const FR_INSTR_PTR: usize = 31;
+    pub(crate) const FR_OWNER: usize = 33;
+    pub(crate) const CO_SIZE: usize = 34;
+    pub(crate) const CO_FILENAME: usize = 35;
+    pub(crate) const CO_NAME: usize = 36;
+    pub(crate) const CO_QUALNAME: usize = 37;
+    pub(crate) const CO_LINETABLE: usize = 38;
+    pub(crate) const CO_FIRSTLINENO: usize = 39;
+    pub(crate) const CO_CODE_ADAPTIVE: usize = 43;
+    pub(crate) const OB_TYPE: usize = 45;
     // type_object 46..50, tuple 50..53, list 53..56, dict 56..59, float 59..61, long 61..64
-    pub const BYTES_OB_SIZE: usize = 65;
-    pub const BYTES_OB_SVAL: usize = 66;
-    pub const STR_STATE: usize = 68;
-    pub const STR_LENGTH: usize = 69;
-    pub const STR_ASCII_SIZE: usize = 70;
+    pub(crate) const BYTES_OB_SIZE: usize = 65;
+    pub(crate) const BYTES_OB_SVAL: usize = 66;
+    pub(crate) const STR_STATE: usize = 68;
+    pub(crate) const STR_LENGTH: usize = 69;
+    pub(crate) const STR_ASCII_SIZE: usize = 70;
     /// Fields read: the struct must be at least this many `u64`s long.
-    pub const COUNT: usize = 71;
+    pub(crate) const COUNT: usize = 71;
 }
 
 /// The 3.13 layout from `_Py_DebugOffsets` (`words`: the struct as `u64`s, cookie first).

@@ -8,7 +8,12 @@ use cudablame_report::model::{Frame, PythonFrames};
 
 /// `PyCode_Addr2Line`: the line of the instruction at byte offset `offset` (`-1`: not started,
 /// the first line), `None` for instructions without a line.
-pub fn addr2line(format: LineTable, table: &[u8], firstlineno: i32, offset: i32) -> Option<i32> {
+pub(crate) fn addr2line(
+    format: LineTable,
+    table: &[u8],
+    firstlineno: i32,
+    offset: i32,
+) -> Option<i32> {
     if offset < 0 {
         return Some(firstlineno);
     }
@@ -84,7 +89,7 @@ pub(super) fn signed_varint(b: &[u8]) -> i32 {
 impl PythonStack {
     /// Report time: the frames as file, function and line, innermost first, with the borrowed
     /// backward context appended.
-    pub fn resolve(&self) -> PythonFrames {
+    pub(crate) fn resolve(&self) -> PythonFrames {
         let mut frames: Vec<Frame> = self.frames[..self.len as usize]
             .iter()
             .map(|f| resolve_frame(*f))

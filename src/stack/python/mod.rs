@@ -68,5 +68,5 @@ mod runtime;
 #[cfg(test)]
 mod tests;
 
-pub use capture::PythonStack;
-pub use runtime::note;
+pub(crate) use capture::PythonStack;
+pub(crate) use runtime::note;

@@ -140,7 +140,7 @@ pub(super) fn runtime() -> Option<&'static Runtime> {
 
 /// What the report should say once about Python frames, if anything: an unsupported CPython, or
 /// frames that could not be read. `None` in a process that is not CPython.
-pub fn note() -> Option<String> {
+pub(crate) fn note() -> Option<String> {
     if !crate::config::get().python {
         return None;
     }
@@ -157,7 +157,7 @@ pub fn note() -> Option<String> {
 
 /// The CPython version whose frames are read, if any.
 #[cfg(test)]
-pub fn version() -> Option<(u32, u32)> {
+pub(crate) fn version() -> Option<(u32, u32)> {
     runtime().map(|r| r.version)
 }
 
