@@ -15,56 +15,57 @@
 
 use crate::record::{OpKind, OpRecord, StreamView};
 
-pub use crate::report::model::Confidence;
+pub(crate) use cudablame_report::model::Confidence;
 
 /// Where an op sits in the views: `(stream index, op index in that stream's ring)`.
-pub type OpAt = (usize, usize);
+pub(crate) type OpAt = (usize, usize);
 
 /// One stream's first unfinished op, with the evidence for its rank.
 #[derive(Debug, PartialEq, Clone)]
-pub struct Ranked {
+pub(crate) struct Ranked {
     /// Stream index in the views.
-    pub stream: usize,
-    pub seq: u64,
+    pub(crate) stream: usize,
+    pub(crate) seq: u64,
     /// `None` when the op fell out of its ring.
-    pub at: Option<OpAt>,
-    pub evidence: String,
+    pub(crate) at: Option<OpAt>,
+    pub(crate) evidence: String,
 }
 
 /// The verdict.
 #[derive(Debug, PartialEq)]
-pub struct Verdict {
-    pub confidence: Confidence,
+pub(crate) struct Verdict {
+    pub(crate) confidence: Confidence,
     /// The culprit op, if it is still in its ring.
-    pub culprit: Option<OpAt>,
+    pub(crate) culprit: Option<OpAt>,
     /// Why, in one sentence, with the numbers that prove it.
-    pub reason: String,
+    pub(crate) reason: String,
     /// The other unfinished ops, most likely first.
-    pub suspects: Vec<OpAt>,
+    pub(crate) suspects: Vec<OpAt>,
     /// Each stream's first unfinished op, most likely first (only with markers and several).
-    pub candidates: Vec<Ranked>,
+    pub(crate) candidates: Vec<Ranked>,
     /// Why the verdict is not exact, in one line (`None` when it is).
-    pub not_exact: Option<String>,
+    pub(crate) not_exact: Option<String>,
     /// A device-side assert's kernel matched the culprit's kernel.
-    pub assert_matched: bool,
+    pub(crate) assert_matched: bool,
 }
 
 /// Suspects listed at most.
-pub const MAX_SUSPECTS: usize = 16;
+pub(crate) const MAX_SUSPECTS: usize = 16;
 
 /// What the report knows beyond the rings.
-pub struct Clues<'a> {
+pub(crate) struct Clues<'a> {
     /// Demangled names of the kernels an op runs: its kernel, or a graph launch's captured
     /// kernels; empty for copies, memsets and unknown handles.
-    pub kernels: &'a mut dyn FnMut(&OpRecord) -> Vec<String>,
+    pub(crate) kernels: &'a mut dyn FnMut(&OpRecord) -> Vec<String>,
     /// The kernel a device-side assert named, as a bare function name
-    /// (`real::printf::kernel_base_name`).
-    pub assert_kernel: Option<&'a str>,
+    /// (`DeviceAssert::kernel_base_name` of the report crate).
+    pub(crate) assert_kernel: Option<&'a str>,
 }
 
 /// Judges a sticky error reported in `context` (`None`: unknown, consider every context), from
-/// the rings alone.
-pub fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
+/// the rings alone (tests; the library calls [`judge_with`]).
+#[cfg(test)]
+pub(crate) fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
     judge_with(
         views,
         context,
@@ -76,7 +77,7 @@ pub fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
 }
 
 /// Whether a demangled kernel name is a communication kernel (NCCL, RCCL-like names).
-pub fn is_communication(kernel: &str) -> bool {
+pub(crate) fn is_communication(kernel: &str) -> bool {
     let k = kernel.to_ascii_lowercase();
     k.contains("nccl") || k.contains("rccl")
 }
@@ -87,7 +88,11 @@ type RankKey = (u8, bool, std::cmp::Reverse<u64>);
 
 /// Ranks the candidates `(stream, seq)` (see the module doc), returning them most likely first
 /// with their evidence.
-pub fn rank(views: &[StreamView], firsts: &[(usize, u64)], clues: &mut Clues) -> Vec<Ranked> {
+pub(crate) fn rank(
+    views: &[StreamView],
+    firsts: &[(usize, u64)],
+    clues: &mut Clues,
+) -> Vec<Ranked> {
     let find = |i: usize, seq: u64| {
         views[i]
             .ops
@@ -175,7 +180,11 @@ pub fn rank(views: &[StreamView], firsts: &[(usize, u64)], clues: &mut Clues) ->
 }
 
 /// Judges like [`judge`], with kernel names and a device-side assert's kernel as extra evidence.
-pub fn judge_with(views: &[StreamView], context: Option<usize>, clues: &mut Clues) -> Verdict {
+pub(crate) fn judge_with(
+    views: &[StreamView],
+    context: Option<usize>,
+    clues: &mut Clues,
+) -> Verdict {
     let in_scope = scope(views, context);
     // Per stream with unfinished work: (stream index, first unfinished seq). Synchronous copies
     // completed before they were recorded and are skipped; an unfinished op that fell out of the
@@ -227,7 +236,7 @@ pub fn judge_with(views: &[StreamView], context: Option<usize>, clues: &mut Clue
         assert_kernel.is_some_and(|k| {
             (clues.kernels)(op(at))
                 .iter()
-                .any(|n| crate::real::printf::names_kernel(n, k))
+                .any(|n| cudablame_report::model::DeviceAssert::names_kernel(n, k))
         })
     };
 
@@ -410,7 +419,7 @@ fn scope(views: &[StreamView], context: Option<usize>) -> Vec<usize> {
 /// that may not have completed, a stream whose ring it could not read (busy), or destroyed
 /// streams of the context dropped from the retired list with work possibly unfinished
 /// (`dropped_unfinished`).
-pub fn cap_for_unseen_work(
+pub(crate) fn cap_for_unseen_work(
     verdict: &mut Verdict,
     views: &[StreamView],
     context: Option<usize>,

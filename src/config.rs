@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Which host stacks a launch record carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StackMode {
+pub(crate) enum StackMode {
     /// No stack capture (cheapest).
     Off,
     /// Native frames: a copy of the stack's top per launch, unwound and symbolized when a
@@ -15,47 +15,47 @@ pub enum StackMode {
 
 /// The parsed configuration.
 #[derive(Clone, Debug)]
-pub struct Config {
+pub(crate) struct Config {
     /// `CUDABLAME_REPORT`: JSON report path pattern (`%p` pid, `%h` host, `%r` rank, `%%`),
     /// or `None` for `off`. Default `cudablame-%h-%p.json`, relative to the working directory.
-    pub report: Option<String>,
+    pub(crate) report: Option<String>,
     /// `CUDABLAME_TRACE`: Chrome trace / Perfetto JSON path pattern (same placeholders as
     /// `CUDABLAME_REPORT`), written with the report; `None` (the default, or `off`): no trace.
-    pub trace: Option<String>,
+    pub(crate) trace: Option<String>,
     /// `CUDABLAME_MARKERS`: enqueue a progress marker after each recorded op (default on).
-    pub markers: bool,
+    pub(crate) markers: bool,
     /// `CUDABLAME_STACK`: `native` (default) or `off`.
-    pub stack: StackMode,
+    pub(crate) stack: StackMode,
     /// `CUDABLAME_STACK_DEPTH`: frames kept per launch, 1..=32 (default 16), cudablame's own
     /// frames not counted.
-    pub stack_depth: usize,
+    pub(crate) stack_depth: usize,
     /// `CUDABLAME_STACK_BYTES`: bytes of the launching thread's stack copied per launch, from
     /// the driver entry point's frame upwards, 4096..=65536 (default 8192; below 4096 the entry
     /// point's own frame, the hook inlined into it, can fill the copy). Frames beyond the
     /// copy are not shown.
-    pub stack_bytes: usize,
+    pub(crate) stack_bytes: usize,
     /// `CUDABLAME_RING`: ops kept per stream, 16..=65536 (default 256).
-    pub ring: usize,
+    pub(crate) ring: usize,
     /// `CUDABLAME_TEXT`: the human report on stderr (default on).
-    pub text: bool,
+    pub(crate) text: bool,
     /// `CUDABLAME_DEBUG`: log interception decisions to stderr (default off).
-    pub debug: bool,
+    pub(crate) debug: bool,
     /// `CUDABLAME_PYTHON`: Python frames of the launching thread when the process is CPython
     /// 3.10 to 3.13 (default on).
-    pub python: bool,
+    pub(crate) python: bool,
     /// `CUDABLAME_PYTHON_DEPTH`: Python frames kept per launch, 1..=64 (default 32).
-    pub python_depth: usize,
+    pub(crate) python_depth: usize,
     /// `CUDABLAME_STATS`: measure what recording costs per op and print one line at exit
     /// (default off; `record::cost`).
-    pub stats: bool,
+    pub(crate) stats: bool,
     /// `CUDABLAME_REPORT_NONSTICKY`: a launch that fails by itself (not sticky, e.g. 701 too
     /// many resources, which autotuners handle) gets a full report (default off: one stderr
     /// line, once, no file).
-    pub report_nonsticky: bool,
+    pub(crate) report_nonsticky: bool,
     /// `CUDABLAME_TEST_PANIC` (test-only, undocumented for users): make cudablame's own code
     /// panic at this point, to prove the program is unaffected (`describe`, `record`, `report`,
     /// `resolve`).
-    pub test_panic: Option<crate::safety::PanicPoint>,
+    pub(crate) test_panic: Option<PanicPoint>,
 }
 
 impl Default for Config {
@@ -80,10 +80,10 @@ impl Default for Config {
 }
 
 /// The most frames a record can hold (`CUDABLAME_STACK_DEPTH` upper bound).
-pub const MAX_STACK_DEPTH: usize = 32;
+pub(crate) const MAX_STACK_DEPTH: usize = 32;
 
 /// The most Python frames a record can hold (`CUDABLAME_PYTHON_DEPTH` upper bound).
-pub const MAX_PYTHON_DEPTH: usize = 64;
+pub(crate) const MAX_PYTHON_DEPTH: usize = 64;
 
 /// Fork-safe: see `safety::ForkSafeOnce` (parsing twice is harmless; the warnings are said by
 /// the thread whose value wins only).
@@ -93,7 +93,7 @@ static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::ne
 static MARKERS_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// The configuration of this process, read from the environment on first use.
-pub fn get() -> &'static Config {
+pub(crate) fn get() -> &'static Config {
     if let Some((config, _)) = CONFIG.get() {
         return config;
     }
@@ -111,13 +111,13 @@ pub fn get() -> &'static Config {
 }
 
 /// Whether progress markers are in use: configured on, and the driver has not refused one.
-pub fn markers_enabled() -> bool {
+pub(crate) fn markers_enabled() -> bool {
     get().markers && !MARKERS_FAILED.load(Ordering::Relaxed)
 }
 
 /// Called when the driver refuses a marker write (e.g. `CUDA_ERROR_NOT_SUPPORTED`): markers stay
 /// off for the rest of the process and reports fall back to `suspect`.
-pub fn markers_failed(code: u32) {
+pub(crate) fn markers_failed(code: u32) {
     if !MARKERS_FAILED.swap(true, Ordering::Relaxed) {
         crate::safety::say(&format!(
             "cudablame: the driver refused a progress marker (cuStreamWriteValue64 returned {code}); \
@@ -127,7 +127,7 @@ pub fn markers_failed(code: u32) {
 }
 
 /// Every variable cudablame reads. Any other `CUDABLAME_*` variable is a typo, said once.
-pub const VARIABLES: &[&str] = &[
+pub(crate) const VARIABLES: &[&str] = &[
     "CUDABLAME_REPORT",
     "CUDABLAME_TRACE",
     "CUDABLAME_MARKERS",
@@ -148,7 +148,7 @@ pub const VARIABLES: &[&str] = &[
 
 /// One warning per set `CUDABLAME_*` variable that cudablame does not know (a typo would
 /// otherwise be silently ignored).
-pub fn unknown_variables(names: impl Iterator<Item = std::ffi::OsString>) -> Vec<String> {
+pub(crate) fn unknown_variables(names: impl Iterator<Item = std::ffi::OsString>) -> Vec<String> {
     let mut unknown: Vec<String> = names
         .map(|n| n.to_string_lossy().into_owned())
         .filter(|n| n.starts_with("CUDABLAME_") && !VARIABLES.contains(&n.as_str()))
@@ -168,7 +168,7 @@ pub fn unknown_variables(names: impl Iterator<Item = std::ffi::OsString>) -> Vec
 /// What is wrong with a report or trace path pattern, if anything: an on/off word where a path
 /// belongs (`on`, `1`, `true`, ... would name a file), or a `%` escape other than `%p`, `%h`, `%r`
 /// and `%%` (kept literally otherwise, e.g. a file named `%q%`).
-pub fn pattern_problem(pattern: &str) -> Option<String> {
+pub(crate) fn pattern_problem(pattern: &str) -> Option<String> {
     if ["on", "1", "true", "yes"]
         .iter()
         .any(|w| pattern.eq_ignore_ascii_case(w))
@@ -177,7 +177,7 @@ pub fn pattern_problem(pattern: &str) -> Option<String> {
             "is not a path (give a path pattern such as reports/cb-%h-%p.json, or off)".into(),
         );
     }
-    crate::report::pattern::escape_problem(pattern)
+    cudablame_report::pattern::escape_problem(pattern)
 }
 
 /// A value as echoed in a warning: quoted, escaped, cut to 64 characters.
@@ -222,7 +222,7 @@ fn number(
 
 impl Config {
     /// Parses from a variable lookup; returns the config and one warning per bad variable.
-    pub fn parse(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> (Config, Vec<String>) {
+    pub(crate) fn parse(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> (Config, Vec<String>) {
         let mut c = Config::default();
         let mut w = Vec::new();
         let get = |k: &str| var(k).map(|v| v.to_string_lossy().into_owned());
@@ -316,7 +316,7 @@ impl Config {
             c.stats = on_off("CUDABLAME_STATS", &v, false, &mut w);
         }
         if let Some(v) = get("CUDABLAME_TEST_PANIC") {
-            c.test_panic = crate::safety::PanicPoint::parse(v.trim());
+            c.test_panic = PanicPoint::parse(v.trim());
             if c.test_panic.is_none() {
                 w.push(format!(
                     "CUDABLAME_TEST_PANIC={} is not describe/record/report/resolve (a test-only variable); ignored",
@@ -325,6 +325,39 @@ impl Config {
             }
         }
         (c, w)
+    }
+}
+
+/// Where `CUDABLAME_TEST_PANIC` (test-only) makes cudablame's own code panic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PanicPoint {
+    /// Describing a hooked call from its arguments, before the real call.
+    Describe,
+    /// Recording around the real call (launch rings, synchronization bookkeeping).
+    Record,
+    /// Building or writing the report.
+    Report,
+    /// Choosing the wrapper for a function resolved by `dlsym` / `cuGetProcAddress`.
+    Resolve,
+}
+
+impl PanicPoint {
+    pub(crate) fn parse(s: &str) -> Option<PanicPoint> {
+        match s {
+            "describe" => Some(PanicPoint::Describe),
+            "record" => Some(PanicPoint::Record),
+            "report" => Some(PanicPoint::Report),
+            "resolve" => Some(PanicPoint::Resolve),
+            _ => None,
+        }
+    }
+}
+
+/// Panics if `CUDABLAME_TEST_PANIC` names `point` (tests of the no-panic guarantee).
+#[inline]
+pub(crate) fn test_panic(point: PanicPoint) {
+    if get().test_panic == Some(point) {
+        panic!("CUDABLAME_TEST_PANIC={point:?}");
     }
 }
 

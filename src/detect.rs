@@ -18,11 +18,11 @@ const STICKY: u8 = 1;
 const LAUNCH: u8 = 2;
 
 /// Error results seen by hooked calls (all codes), and sticky ones among them.
-pub static ERRORS_SEEN: AtomicU64 = AtomicU64::new(0);
-pub static STICKY_SEEN: AtomicU64 = AtomicU64::new(0);
+pub(crate) static ERRORS_SEEN: AtomicU64 = AtomicU64::new(0);
+pub(crate) static STICKY_SEEN: AtomicU64 = AtomicU64::new(0);
 
 /// Looks at one hooked call's result. `unrecorded` is the op of an enqueueing call that failed.
-pub fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Option<OpRecord>) {
+pub(crate) fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Option<OpRecord>) {
     if rc == CUDA_SUCCESS || rc == CUDA_ERROR_NOT_READY {
         return;
     }
@@ -43,7 +43,7 @@ pub fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Option<OpR
     if trigger == LAUNCH && !crate::config::get().report_nonsticky {
         // A launch refused by itself is not sticky: the program got the error and may well
         // handle it (an autotuner trying configurations after 701). One quiet line, once.
-        crate::safety::test_panic(crate::safety::PanicPoint::Report);
+        crate::config::test_panic(crate::config::PanicPoint::Report);
         if let Some(op) = unrecorded {
             quiet_line(ep, rc, &op);
         }
@@ -76,7 +76,7 @@ fn quiet_line(ep: EntryPoint, rc: CUresult, op: &OpRecord) {
 
 /// Forgets written reports and error counts (a forked child reports its own errors). Takes no
 /// lock: another parent thread may have held it at fork time (see `safety::Resettable`).
-pub fn reset_after_fork() {
+pub(crate) fn reset_after_fork() {
     WRITTEN.reset_in_child();
     ERRORS_SEEN.store(0, Ordering::Relaxed);
     STICKY_SEEN.store(0, Ordering::Relaxed);

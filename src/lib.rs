@@ -1,3 +1,4 @@
+#![cfg_attr(test, allow(dead_code))] // Unit tests: the hooks are not exported, so not roots.
 //! cudablame: names the culprit launch of an asynchronous CUDA error.
 //!
 //! `libcudablame.so` is loaded with `LD_PRELOAD` into unmodified programs. The data path, one
@@ -16,16 +17,106 @@
 //! and symbolizes host stacks; `config` reads the `CUDABLAME_*` variables; `safety` keeps the
 //! program unchanged (panics contained, stderr writes that cannot hurt, fork handling).
 
-pub mod blame;
-pub mod config;
-pub mod cuda;
-pub mod detect;
-pub mod interpose;
-pub mod real;
-pub mod record;
-pub mod report;
-pub mod safety;
-pub mod stack;
-pub mod threads;
+//!
+//! Imports point one way, down this list (a module uses only modules listed before it; checked by
+//! the `imports_follow_the_layers` test below). Vocabulary shared by several steps (`OpKind`,
+//! `Confidence`, `Frame`, `DeviceAssert`, path patterns) comes from the report crate,
+//! `cudablame_report`, which sits below all of them:
+//!
+//! ```text
+//! safety    panics contained, stderr, fork-safe cells (the bottom: uses nothing of the crate)
+//! config    CUDABLAME_* read once
+//! cuda      FFI types, the declared entry-point list, Side
+//! threads   the calling thread's id, what each thread was started to run
+//! real      glibc's dlsym/dlclose, the driver's functions, printf capture
+//! stack     native and Python stack capture, interning, symbolization
+//! record    per-stream rings and markers (hot), synchronization bookkeeping (cold)
+//! blame     rings + error -> ranked verdict (pure)
+//! report    builds the report from record and blame, writes it
+//! detect    error codes of real calls -> one report per process
+//! interpose the exports (top: calls record and detect; registers the fork reset of every table)
+//! ```
 
-pub use safety::guarded;
+/// The module order of the list above, lowest first.
+#[cfg(test)]
+const LAYERS: [&str; 11] = [
+    "safety",
+    "config",
+    "cuda",
+    "threads",
+    "real",
+    "stack",
+    "record",
+    "blame",
+    "report",
+    "detect",
+    "interpose",
+];
+
+mod blame;
+mod config;
+mod cuda;
+mod detect;
+mod interpose;
+mod real;
+mod record;
+mod report;
+mod safety;
+mod stack;
+mod threads;
+
+#[cfg(test)]
+mod tests {
+    /// Every `crate::MODULE` path in a module's code (comments skipped) names a module listed
+    /// before it in [`super::LAYERS`] (or itself).
+    #[test]
+    fn imports_follow_the_layers() {
+        let rank = |m: &str| super::LAYERS.iter().position(|l| *l == m);
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![src.clone()];
+        let mut wrong = Vec::new();
+        while let Some(p) = files.pop() {
+            if p.is_dir() {
+                files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            let rel = p.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+            let module = rel.split(['/', '.']).next().unwrap().to_string();
+            let Some(own) = rank(&module) else {
+                continue; // lib.rs
+            };
+            let text = std::fs::read_to_string(&p).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap();
+                for (i, _) in code.match_indices("crate::") {
+                    let used: String = code[i + 7..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    let used = if used == "guarded" {
+                        "safety".to_string()
+                    } else {
+                        used
+                    };
+                    // `for_each_entry_point!` is cuda's macro, exported at the crate root.
+                    let used = if used == "for_each_entry_point" {
+                        "cuda".to_string()
+                    } else {
+                        used
+                    };
+                    match rank(&used) {
+                        Some(r) if r > own => {
+                            wrong.push(format!("{rel}:{}: {module} uses {used}", n + 1))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "imports against the layers:\n{}",
+            wrong.join("\n")
+        );
+    }
+}

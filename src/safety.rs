@@ -1,7 +1,8 @@
 //! Never changing the program: cudablame's own code runs under [`guarded`], which turns a panic
 //! into "cudablame is off from now on" (one line on stderr, the real results still returned);
 //! stderr is written with [`write_stderr`], which never panics and never raises `SIGPIPE` in the
-//! program; and a forked child forgets the parent's tables ([`after_fork_in_child`]).
+//! program; and a forked child forgets the parent's tables ([`register_fork_handler`], given the
+//! reset of every table by `interpose`, the top of the data path).
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
 
@@ -13,14 +14,14 @@ static HOOK: AtomicU8 = AtomicU8::new(0);
 
 /// Whether an internal error turned cudablame off.
 #[inline]
-pub fn disabled() -> bool {
+pub(crate) fn disabled() -> bool {
     DISABLED.load(Ordering::Relaxed)
 }
 
 /// Runs cudablame's own work, never letting a panic cross into the program: `None` if it
 /// panicked, or if an earlier panic turned cudablame off.
 #[inline]
-pub fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
+pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
     if disabled() {
         return None;
     }
@@ -30,7 +31,7 @@ pub fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
 /// Runs `f`, turning a panic into `None`, even when cudablame is off: for finding what the
 /// program's call needs (the real function), which must keep working after an internal error.
 #[inline]
-pub fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
+pub(crate) fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
     if HOOK.load(Ordering::Acquire) == 0
         && HOOK
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
@@ -73,41 +74,8 @@ fn install_panic_hook() {
     }));
 }
 
-/// Where `CUDABLAME_TEST_PANIC` (test-only) makes cudablame's own code panic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PanicPoint {
-    /// Describing a hooked call from its arguments, before the real call.
-    Describe,
-    /// Recording around the real call (launch rings, synchronization bookkeeping).
-    Record,
-    /// Building or writing the report.
-    Report,
-    /// Choosing the wrapper for a function resolved by `dlsym` / `cuGetProcAddress`.
-    Resolve,
-}
-
-impl PanicPoint {
-    pub fn parse(s: &str) -> Option<PanicPoint> {
-        match s {
-            "describe" => Some(PanicPoint::Describe),
-            "record" => Some(PanicPoint::Record),
-            "report" => Some(PanicPoint::Report),
-            "resolve" => Some(PanicPoint::Resolve),
-            _ => None,
-        }
-    }
-}
-
-/// Panics if `CUDABLAME_TEST_PANIC` names `point` (tests of the no-panic guarantee).
-#[inline]
-pub fn test_panic(point: PanicPoint) {
-    if crate::config::get().test_panic == Some(point) {
-        panic!("CUDABLAME_TEST_PANIC={point:?}");
-    }
-}
-
 /// Writes one line (a newline is added) to stderr; see [`write_stderr`].
-pub fn say(line: &str) {
+pub(crate) fn say(line: &str) {
     let mut s = String::with_capacity(line.len() + 1);
     s.push_str(line);
     s.push('\n');
@@ -118,7 +86,7 @@ pub fn say(line: &str) {
 /// (a closed or broken stderr is the program's business), and `SIGPIPE` is blocked on this thread
 /// for the write, a `SIGPIPE` it raised is consumed: a program whose stderr reader went away is
 /// not killed because cudablame wrote there.
-pub fn write_stderr(bytes: &[u8]) {
+pub(crate) fn write_stderr(bytes: &[u8]) {
     // SAFETY: signal-mask and write system calls on local, initialized data.
     unsafe {
         let mut pipe: libc::sigset_t = std::mem::zeroed();
@@ -159,7 +127,7 @@ pub fn write_stderr(bytes: &[u8]) {
 }
 
 /// `s`, cut to `max` characters with a `…` when longer: user input echoed in one-line messages.
-pub fn shorten(s: &str, max: usize) -> String {
+pub(crate) fn shorten(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((end, _)) => format!("{}…", &s[..end]),
         None => s.to_string(),
@@ -172,12 +140,12 @@ pub fn shorten(s: &str, max: usize) -> String {
 /// held at that moment would never be released there. Instead of clearing tables under their
 /// locks, the child replaces them: [`Resettable::reset_in_child`] forgets the parent's value
 /// (leaked, never read or freed) and the next [`Resettable::get`] makes a fresh one.
-pub struct Resettable<T: Default> {
+pub(crate) struct Resettable<T: Default> {
     ptr: AtomicPtr<T>,
 }
 
 impl<T: Default> Resettable<T> {
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Resettable {
             ptr: AtomicPtr::new(std::ptr::null_mut()),
         }
@@ -185,7 +153,7 @@ impl<T: Default> Resettable<T> {
 
     /// The current value, created on first use.
     #[inline]
-    pub fn get(&self) -> &T {
+    pub(crate) fn get(&self) -> &T {
         let p = self.ptr.load(Ordering::Acquire);
         if !p.is_null() {
             // SAFETY: values are leaked boxes, never freed once published.
@@ -211,7 +179,7 @@ impl<T: Default> Resettable<T> {
 
     /// Forgets the value without reading, locking or freeing it. Only for a forked child (the
     /// single thread left), or for tests.
-    pub fn reset_in_child(&self) {
+    pub(crate) fn reset_in_child(&self) {
         self.ptr.store(std::ptr::null_mut(), Ordering::Release);
     }
 }
@@ -222,15 +190,16 @@ impl<T: Default> Default for Resettable<T> {
     }
 }
 
-/// Registers [`after_fork_in_child`] with `pthread_atfork`, once (at the first hooked call: a
+/// Registers `child` (interpose's `after_fork_in_child`) with `pthread_atfork`, once (at the first hooked call: a
 /// process that never reaches the driver has nothing to forget).
-pub fn register_fork_handler() {
+pub(crate) fn register_fork_handler(child: extern "C" fn()) {
     // Not a `std::sync::Once`: a thread forking while another is inside `call_once` would leave
     // the child's copy "running" forever, and the child's first hook would wait on it forever.
     static REGISTERED: AtomicBool = AtomicBool::new(false);
     if !REGISTERED.load(Ordering::Acquire) && !REGISTERED.swap(true, Ordering::AcqRel) {
-        // SAFETY: registers a plain extern "C" function.
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+        // SAFETY: registers a plain extern "C" function that takes no lock and never unwinds
+        // (`child` catches panics); pthread_atfork has no other precondition.
+        unsafe { libc::pthread_atfork(None, None, Some(child)) };
     }
 }
 
@@ -240,26 +209,26 @@ pub fn register_fork_handler() {
 /// forever in the child, whose first `get_or_init` then hangs; this one cannot. For values whose
 /// computation is idempotent and has no side effects that must happen once (configuration parsed
 /// from the environment, driver symbols looked up).
-pub struct ForkSafeOnce<T> {
+pub(crate) struct ForkSafeOnce<T> {
     value: AtomicPtr<T>,
 }
 
 impl<T> ForkSafeOnce<T> {
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         ForkSafeOnce {
             value: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
     /// The value, if published.
-    pub fn get(&self) -> Option<&T> {
+    pub(crate) fn get(&self) -> Option<&T> {
         let p = self.value.load(Ordering::Acquire);
         // SAFETY: a published pointer comes from Box::into_raw and is never freed.
         unsafe { p.as_ref() }
     }
 
     /// The value, computing it (possibly concurrently with other threads) if missing.
-    pub fn get_or_init(&self, f: impl FnOnce() -> T) -> &T {
+    pub(crate) fn get_or_init(&self, f: impl FnOnce() -> T) -> &T {
         if let Some(v) = self.get() {
             return v;
         }
@@ -275,6 +244,7 @@ impl<T> ForkSafeOnce<T> {
             Err(theirs) => {
                 // SAFETY: `mine` was never shared; `theirs` is published and never freed.
                 drop(unsafe { Box::from_raw(mine) });
+                // SAFETY: `theirs` was published by the winning thread and is never freed.
                 unsafe { &*theirs }
             }
         }
@@ -287,21 +257,11 @@ impl<T> Default for ForkSafeOnce<T> {
     }
 }
 
-// SAFETY: shares `&T` across threads (like OnceLock<T>), and moves a `T` between threads when a
-// thread publishes the value another computed... never: each thread publishes its own.
+// SAFETY: as for `OnceLock<T>`: threads sharing the cell get `&T` to a value another thread made
+// (hence `T: Sync + Send`); the pointer is published once by compare-exchange and never freed.
 unsafe impl<T: Send + Sync> Sync for ForkSafeOnce<T> {}
+// SAFETY: moving the cell moves ownership of the published `T` to another thread (`T: Send`).
 unsafe impl<T: Send> Send for ForkSafeOnce<T> {}
-
-/// `pthread_atfork` child handler: the child must never use its parent's contexts, streams,
-/// marker slots or kernel names, and reports its own errors under its own pid. Takes no lock.
-extern "C" fn after_fork_in_child() {
-    let _ = std::panic::catch_unwind(|| {
-        crate::record::forget_after_fork();
-        crate::detect::reset_after_fork();
-        crate::real::printf::reset_after_fork();
-        crate::stack::forget_after_fork();
-    });
-}
 
 #[cfg(test)]
 mod tests {

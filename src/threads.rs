@@ -20,7 +20,7 @@ use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Creations and bindings kept.
-pub const SLOTS: usize = 1024;
+pub(crate) const SLOTS: usize = 1024;
 
 static GEN: AtomicU64 = AtomicU64::new(1);
 
@@ -60,13 +60,13 @@ static NEXT_BOUND: AtomicUsize = AtomicUsize::new(0);
 
 /// What is known about a thread's start before it exists.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Start {
+pub(crate) struct Start {
     gen: u64,
-    pub start: usize,
+    pub(crate) start: usize,
     /// `std::thread`: the state's `_M_run`.
-    pub run: usize,
+    pub(crate) run: usize,
     /// `std::thread`: the state's mangled type name (a NUL-terminated string in a module).
-    pub type_name: usize,
+    pub(crate) type_name: usize,
 }
 
 fn in_module(addr: usize) -> Option<String> {
@@ -97,7 +97,7 @@ fn word_in_module(addr: usize) -> Option<usize> {
 
 /// Called by `pthread_create` before the real one: notes the start routine and, for a
 /// `std::thread`, its state's `_M_run` and type name.
-pub fn before_create(start: usize, arg: usize) -> Start {
+pub(crate) fn before_create(start: usize, arg: usize) -> Start {
     let mut s = Start {
         gen: GEN.fetch_add(1, Ordering::AcqRel),
         start,
@@ -123,7 +123,7 @@ pub fn before_create(start: usize, arg: usize) -> Start {
 }
 
 /// Called after a successful `pthread_create`.
-pub fn created(pthread: usize, s: Start) {
+pub(crate) fn created(pthread: usize, s: Start) {
     let slot = &CREATED[NEXT_CREATED.fetch_add(1, Ordering::Relaxed) % SLOTS];
     slot.gen.store(0, Ordering::Release);
     slot.pthread.store(pthread, Ordering::Relaxed);
@@ -133,9 +133,34 @@ pub fn created(pthread: usize, s: Start) {
     slot.gen.store(s.gen, Ordering::Release);
 }
 
+thread_local! {
+    static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The calling thread's OS id, cached.
+pub(crate) fn thread_id() -> u32 {
+    // Without thread-local storage (a hook running in a TLS destructor or after): no cache.
+    // SAFETY: gettid has no preconditions.
+    let ask = || unsafe { libc::gettid() } as u32;
+    TID.try_with(|t| {
+        if t.get() == 0 {
+            t.set(ask());
+            bind_current(t.get());
+        }
+        t.get()
+    })
+    .unwrap_or_else(|_| ask())
+}
+
+/// Forgets the calling thread's cached id (the `pthread_atfork` child handler): the forking
+/// thread has a new OS id in the child.
+pub(crate) fn reset_after_fork() {
+    let _ = TID.try_with(|t| t.set(0));
+}
+
 /// Binds the calling thread's OS id to its `pthread_t` (once per thread, at its first hooked
 /// call).
-pub fn bind_current(tid: u32) {
+pub(crate) fn bind_current(tid: u32) {
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() } as usize;
     let slot = &BOUND[NEXT_BOUND.fetch_add(1, Ordering::Relaxed) % SLOTS];
@@ -148,7 +173,7 @@ pub fn bind_current(tid: u32) {
 
 /// The start of thread `tid`, if it was created (through `pthread_create`) while cudablame was
 /// loaded and has made a hooked call.
-pub fn start_of(tid: u32) -> Option<Start> {
+pub(crate) fn start_of(tid: u32) -> Option<Start> {
     let (bgen, pthread) = BOUND
         .iter()
         .filter_map(|b| {
@@ -172,22 +197,13 @@ pub fn start_of(tid: u32) -> Option<Start> {
 }
 
 /// The mangled type name a [`Start`] points at, if any.
-pub fn type_name(s: &Start) -> Option<String> {
+pub(crate) fn type_name(s: &Start) -> Option<String> {
     if s.type_name == 0 {
         return None;
     }
     // SAFETY: checked to lie in a loaded module when noted; typeinfo names are NUL-terminated.
     let raw = unsafe { CStr::from_ptr(s.type_name as *const std::ffi::c_char) };
     Some(raw.to_string_lossy().into_owned())
-}
-
-/// A readable type name for a `std::thread` state: `_ZTS`-less mangled names demangle as types.
-pub fn demangle_type(mangled: &str) -> String {
-    let with_prefix = format!("_ZTS{mangled}");
-    let d = crate::stack::demangle(&with_prefix);
-    d.strip_prefix("typeinfo name for ")
-        .map(String::from)
-        .unwrap_or(d)
 }
 
 #[cfg(test)]
@@ -210,13 +226,5 @@ mod tests {
         created(0xAAA0, s2);
         assert_eq!(start_of(77).map(|s| s.start), Some(0x1000));
         assert_eq!(start_of(78), None);
-    }
-
-    #[test]
-    fn type_names_demangle() {
-        assert_eq!(
-            demangle_type("NSt6thread11_State_implINS_8_InvokerISt5tupleIJZ4mainEUlvE_EEEEEE"),
-            "std::thread::_State_impl<std::thread::_Invoker<std::tuple<main::{lambda()#1}> > >"
-        );
     }
 }

@@ -293,7 +293,7 @@ macro_rules! define_entry_point_enum {
         #[allow(non_camel_case_types)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(u16)]
-        pub enum EntryPoint { $($($v,)+)* }
+        pub(crate) enum EntryPoint { $($($v,)+)* }
 
         const NAMES: &[&CStr] = &[$($(
             match CStr::from_bytes_with_nul(concat!(stringify!($v), "\0").as_bytes()) {
@@ -305,7 +305,7 @@ macro_rules! define_entry_point_enum {
 
         impl EntryPoint {
             /// Every variant, in declaration order (`ALL[ep as usize] == ep`).
-            pub const ALL: &'static [EntryPoint] = &[$($(EntryPoint::$v,)+)*];
+            pub(crate) const ALL: &'static [EntryPoint] = &[$($(EntryPoint::$v,)+)*];
         }
     };
 }
@@ -313,23 +313,23 @@ for_each_entry_point!(define_entry_point_enum);
 
 impl EntryPoint {
     /// The exported symbol name, e.g. `"cuMemcpyDtoH_v2"`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         // Names are ASCII identifiers.
         NAMES[self as usize].to_str().unwrap_or("?")
     }
 
     /// The exported symbol name as a C string, for `dlsym`.
-    pub fn c_name(self) -> &'static CStr {
+    pub(crate) fn c_name(self) -> &'static CStr {
         NAMES[self as usize]
     }
 
     /// Whether a NULL stream means the per-thread default stream in this variant (`_ptsz`/`_ptds`).
-    pub fn per_thread_default(self) -> bool {
+    pub(crate) fn per_thread_default(self) -> bool {
         PER_THREAD[self as usize]
     }
 
     /// The variant with this exported name.
-    pub fn from_name(name: &[u8]) -> Option<EntryPoint> {
+    pub(crate) fn from_name(name: &[u8]) -> Option<EntryPoint> {
         Self::ALL
             .iter()
             .copied()

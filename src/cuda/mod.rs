@@ -3,74 +3,74 @@
 
 #![allow(non_camel_case_types)]
 
-pub mod entry_points;
+pub(crate) mod entry_points;
 
 use std::ffi::{c_int, c_uint, c_void};
 
 /// `CUresult`: 0 is `CUDA_SUCCESS`; the codes used here are listed in [`error_name`].
-pub type CUresult = c_uint;
+pub(crate) type CUresult = c_uint;
 /// `CUdevice`: a device ordinal.
-pub type CUdevice = c_int;
+pub(crate) type CUdevice = c_int;
 /// `CUdeviceptr`: a device virtual address (unified with host addresses on 64-bit systems).
-pub type CUdeviceptr = u64;
-pub type CUcontext = *mut c_void;
-pub type CUstream = *mut c_void;
-pub type CUfunction = *mut c_void;
-pub type CUkernel = *mut c_void;
-pub type CUevent = *mut c_void;
-pub type CUmodule = *mut c_void;
-pub type CUlibrary = *mut c_void;
-pub type CUgraph = *mut c_void;
-pub type CUgraphExec = *mut c_void;
-pub type CUgraphNode = *mut c_void;
-pub type CUmemoryPool = *mut c_void;
+pub(crate) type CUdeviceptr = u64;
+pub(crate) type CUcontext = *mut c_void;
+pub(crate) type CUstream = *mut c_void;
+pub(crate) type CUfunction = *mut c_void;
+pub(crate) type CUkernel = *mut c_void;
+pub(crate) type CUevent = *mut c_void;
+pub(crate) type CUmodule = *mut c_void;
+pub(crate) type CUlibrary = *mut c_void;
+pub(crate) type CUgraph = *mut c_void;
+pub(crate) type CUgraphExec = *mut c_void;
+pub(crate) type CUgraphNode = *mut c_void;
+pub(crate) type CUmemoryPool = *mut c_void;
 /// `CUstreamCaptureMode`: `CU_STREAM_CAPTURE_MODE_GLOBAL` 0, `THREAD_LOCAL` 1, `RELAXED` 2.
-pub type CUstreamCaptureMode = c_uint;
+pub(crate) type CUstreamCaptureMode = c_uint;
 /// `CUstreamCaptureStatus`: `NONE` 0, `ACTIVE` 1, `INVALIDATED` 2.
-pub type CUstreamCaptureStatus = c_uint;
+pub(crate) type CUstreamCaptureStatus = c_uint;
 /// `CUjit_option` / `CUlibraryOption`: enums passed by value in arrays.
-pub type CUjit_option = c_uint;
-pub type CUlibraryOption = c_uint;
+pub(crate) type CUjit_option = c_uint;
+pub(crate) type CUlibraryOption = c_uint;
 /// `CUdriverProcAddressQueryResult`: `SUCCESS` 0, `SYMBOL_NOT_FOUND` 1, `VERSION_NOT_SUFFICIENT` 2.
-pub type CUdriverProcAddressQueryResult = c_uint;
+pub(crate) type CUdriverProcAddressQueryResult = c_uint;
 
 /// `CUlaunchConfig` (cuda.h, "Execution Control"): the first argument of `cuLaunchKernelEx`.
 #[repr(C)]
-pub struct CUlaunchConfig {
-    pub grid_dim_x: c_uint,
-    pub grid_dim_y: c_uint,
-    pub grid_dim_z: c_uint,
-    pub block_dim_x: c_uint,
-    pub block_dim_y: c_uint,
-    pub block_dim_z: c_uint,
-    pub shared_mem_bytes: c_uint,
-    pub h_stream: CUstream,
-    pub attrs: *mut c_void,
-    pub num_attrs: c_uint,
+pub(crate) struct CUlaunchConfig {
+    pub(crate) grid_dim_x: c_uint,
+    pub(crate) grid_dim_y: c_uint,
+    pub(crate) grid_dim_z: c_uint,
+    pub(crate) block_dim_x: c_uint,
+    pub(crate) block_dim_y: c_uint,
+    pub(crate) block_dim_z: c_uint,
+    pub(crate) shared_mem_bytes: c_uint,
+    pub(crate) h_stream: CUstream,
+    pub(crate) attrs: *mut c_void,
+    pub(crate) num_attrs: c_uint,
 }
 
 /// Opaque copy descriptors (`CUDA_MEMCPY2D`, `CUDA_MEMCPY3D`): only passed through.
-pub type CopyDescriptor = *const c_void;
+pub(crate) type CopyDescriptor = *const c_void;
 
-pub const CUDA_SUCCESS: CUresult = 0;
-pub const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
-pub const CUDA_ERROR_NOT_READY: CUresult = 600;
+pub(crate) const CUDA_SUCCESS: CUresult = 0;
+pub(crate) const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
+pub(crate) const CUDA_ERROR_NOT_READY: CUresult = 600;
 
 /// `CU_STREAM_LEGACY`: the legacy default stream, valid in every API variant.
-pub const CU_STREAM_LEGACY: usize = 0x1;
+pub(crate) const CU_STREAM_LEGACY: usize = 0x1;
 /// `CU_STREAM_PER_THREAD`: the calling thread's per-thread default stream.
-pub const CU_STREAM_PER_THREAD: usize = 0x2;
+pub(crate) const CU_STREAM_PER_THREAD: usize = 0x2;
 /// `cuMemHostAlloc` flags (Memory Management): portable across contexts, mapped for the device.
-pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 0x01;
-pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 0x02;
+pub(crate) const CU_MEMHOSTALLOC_PORTABLE: c_uint = 0x01;
+pub(crate) const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 0x02;
 /// `cuMemHostRegister` flag: map the range into the device's address space.
-pub const CU_MEMHOSTREGISTER_DEVICEMAP: c_uint = 0x02;
-pub const CU_STREAM_CAPTURE_MODE_RELAXED: CUstreamCaptureMode = 2;
-pub const CU_STREAM_CAPTURE_STATUS_NONE: CUstreamCaptureStatus = 0;
+pub(crate) const CU_MEMHOSTREGISTER_DEVICEMAP: c_uint = 0x02;
+pub(crate) const CU_STREAM_CAPTURE_MODE_RELAXED: CUstreamCaptureMode = 2;
+pub(crate) const CU_STREAM_CAPTURE_STATUS_NONE: CUstreamCaptureStatus = 0;
 
 /// Codes that poison the context: after one, every call on that context returns it
 /// (driver API docs, "Error Handling"; measured on the H200, see shared/notes/cuda-facts.md).
-pub fn is_sticky(code: CUresult) -> bool {
+pub(crate) fn is_sticky(code: CUresult) -> bool {
     matches!(
         code,
         700 | 702 | 710 | 714 | 715 | 716 | 717 | 718 | 719 | 999
@@ -78,13 +78,13 @@ pub fn is_sticky(code: CUresult) -> bool {
 }
 
 /// Stream-capture errors (900..=909) are the program's own business: never blamed on a launch.
-pub fn is_capture_error(code: CUresult) -> bool {
+pub(crate) fn is_capture_error(code: CUresult) -> bool {
     (900..=909).contains(&code)
 }
 
 /// `(name, description)` for the codes cudablame reports, from `cuda.h`'s `cudaError_enum` docs.
 /// Used when the driver's own `cuGetErrorName`/`cuGetErrorString` are unavailable.
-pub fn error_name(code: CUresult) -> (&'static str, &'static str) {
+pub(crate) fn error_name(code: CUresult) -> (&'static str, &'static str) {
     match code {
         0 => ("CUDA_SUCCESS", "no error"),
         1 => ("CUDA_ERROR_INVALID_VALUE", "invalid argument"),
@@ -145,4 +145,13 @@ pub fn error_name(code: CUresult) -> (&'static str, &'static str) {
         999 => ("CUDA_ERROR_UNKNOWN", "unknown error"),
         _ => ("CUDA_ERROR_UNRECOGNIZED", "unrecognized error code"),
     }
+}
+
+/// Where one side of a copy lives, as far as cudablame can tell
+/// (`cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE)`, see `real::Driver::memory_side`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Host,
+    Device,
+    Unknown,
 }

@@ -11,7 +11,8 @@ use std::ffi::{c_char, c_uint, c_void};
 macro_rules! export_one {
     ($v:ident ($($p:ident : $t:ty),* $(,)?) $ctor:ident ($($a:expr),* $(,)?)) => {
         #[doc = concat!("Hooked `", stringify!($v), "` (see `cuda.h`); returns exactly what the real one returns.")]
-        #[no_mangle]
+        #[cfg_attr(not(test), no_mangle)]
+        #[allow(unused_unsafe)] // Only some `Call` constructors are unsafe.
         pub unsafe extern "C" fn $v($($p: $t),*) -> CUresult {
             // Passed by reference, which also keeps this frame alive (no tail call) while the
             // hook unwinds from it.
@@ -19,10 +20,13 @@ macro_rules! export_one {
             super::hook(
                 EntryPoint::$v,
                 &entry,
-                || crate::record::Call::$ctor($($a),*),
+                // SAFETY: the unsafe constructors read the descriptor or launch config the
+                // program passed, which the call's contract (`cuda.h`) makes NULL or valid.
+                || unsafe { crate::record::Call::$ctor($($a),*) },
                 |real: usize| {
                     // SAFETY: `real` is the driver's function of this exact name and signature.
                     let f: unsafe extern "C" fn($($t),*) -> CUresult = unsafe { std::mem::transmute(real) };
+                    // SAFETY: the program's own arguments, passed on unchanged to that function.
                     unsafe { f($($p),*) }
                 },
             )
@@ -43,7 +47,7 @@ macro_rules! define_exports {
         $( export_variants!([$($v : $sd),+] $params $ctor $args); )*
 
         /// The address of our wrapper for `ep`.
-        pub fn wrapper_address(ep: EntryPoint) -> usize {
+        pub(crate) fn wrapper_address(ep: EntryPoint) -> usize {
             match ep { $($( EntryPoint::$v => $v as *const () as usize, )+)* }
         }
     };

@@ -6,7 +6,7 @@
 //! with `dlvsym(RTLD_NEXT, "dlsym", version)`. (This is also why the `libloading` crate is not used:
 //! its lookups go through the interposed `dlsym`.)
 
-pub mod printf;
+pub(crate) mod printf;
 
 use crate::cuda::entry_points::EntryPoint;
 use crate::cuda::*;
@@ -16,43 +16,39 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 
 /// The address of glibc's `dlsym` once found (read by the naked `dlsym` entry, `interpose`).
-pub static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
 
-/// Finds glibc's own `dlsym` (the next definition after libcudablame) and returns its address,
-/// 0 if there is none. Versions tried: `GLIBC_2.34` (glibc >= 2.34, x86-64 and aarch64),
-/// `GLIBC_2.2.5` (older x86-64), `GLIBC_2.17` (older aarch64).
-pub extern "C" fn resolve_real_dlsym() -> usize {
-    let f = REAL_DLSYM.load(Ordering::Acquire);
+/// glibc's own definition of `name`: the next one after libcudablame, found with
+/// `dlvsym(RTLD_NEXT, name, version)` (never `dlsym`, which is our own export) and cached in
+/// `slot` (0: not found yet). Returns its address, 0 if there is none. Versions tried:
+/// `GLIBC_2.34` (glibc >= 2.34, x86-64 and aarch64), `GLIBC_2.2.5` (older x86-64),
+/// `GLIBC_2.17` (older aarch64).
+pub(crate) fn glibc_next(name: &CStr, slot: &AtomicUsize) -> usize {
+    let f = slot.load(Ordering::Acquire);
     if f != 0 {
         return f;
     }
     for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
-        // SAFETY: dlvsym with constant NUL-terminated strings.
-        let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
+        // SAFETY: dlvsym only reads the loader's tables; both strings are NUL-terminated.
+        let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, name.as_ptr(), version.as_ptr()) };
         if !p.is_null() {
-            REAL_DLSYM.store(p as usize, Ordering::Release);
+            slot.store(p as usize, Ordering::Release);
             return p as usize;
         }
     }
     0
 }
 
+/// Finds glibc's own `dlsym` (see [`glibc_next`]) and returns its address, 0 if there is none.
+/// `extern "C"`: the naked `dlsym` entry calls it.
+pub extern "C" fn resolve_real_dlsym() -> usize {
+    glibc_next(c"dlsym", &REAL_DLSYM)
+}
+
 /// glibc's own `dlclose` (the next definition after libcudablame's exported one), 0 if none.
-pub fn real_dlclose() -> usize {
+pub(crate) fn real_dlclose() -> usize {
     static REAL: AtomicUsize = AtomicUsize::new(0);
-    let f = REAL.load(Ordering::Acquire);
-    if f != 0 {
-        return f;
-    }
-    for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
-        // SAFETY: dlvsym with constant NUL-terminated strings.
-        let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlclose".as_ptr(), version.as_ptr()) };
-        if !p.is_null() {
-            REAL.store(p as usize, Ordering::Release);
-            return p as usize;
-        }
-    }
-    0
+    glibc_next(c"dlclose", &REAL)
 }
 
 /// Closes a handle with glibc's `dlclose` (never cudablame's own export).
@@ -70,7 +66,7 @@ fn close_handle(handle: *mut c_void) {
 ///
 /// # Safety
 /// As `dlsym(3)`: `handle` is a handle from `dlopen` or a pseudo-handle, `name` NUL-terminated.
-pub unsafe fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+pub(crate) unsafe fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
     let f = resolve_real_dlsym();
     if f == 0 {
         return std::ptr::null_mut();
@@ -81,50 +77,57 @@ pub unsafe fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
 
 /// What was found in the driver library: the real address of every hooked variant, and the
 /// driver calls cudablame makes on its own account (progress markers, names, capture checks).
-pub struct Driver {
+pub(crate) struct Driver {
     /// `real[ep as usize]`: the address of the exported symbol named like `ep`, or 0.
-    pub real: Vec<usize>,
+    pub(crate) real: Vec<usize>,
     /// `(address, entry point)` sorted by address: which wrapper stands for a resolved function.
     by_address: Vec<(usize, EntryPoint)>,
-    pub get_proc_address: usize,
-    pub get_proc_address_v2: usize,
-    pub own: OwnCalls,
+    pub(crate) get_proc_address: usize,
+    pub(crate) get_proc_address_v2: usize,
+    pub(crate) own: OwnCalls,
 }
 
 /// Driver functions cudablame calls itself (never through its own wrappers).
 #[derive(Default)]
-pub struct OwnCalls {
-    pub ctx_get_current: Option<unsafe extern "C" fn(*mut CUcontext) -> CUresult>,
-    pub ctx_get_device: Option<unsafe extern "C" fn(*mut CUdevice) -> CUresult>,
-    pub mem_host_alloc: Option<unsafe extern "C" fn(*mut *mut c_void, usize, u32) -> CUresult>,
-    pub mem_host_get_device_pointer:
+pub(crate) struct OwnCalls {
+    pub(crate) ctx_get_current: Option<unsafe extern "C" fn(*mut CUcontext) -> CUresult>,
+    pub(crate) ctx_get_device: Option<unsafe extern "C" fn(*mut CUdevice) -> CUresult>,
+    pub(crate) mem_host_alloc:
+        Option<unsafe extern "C" fn(*mut *mut c_void, usize, u32) -> CUresult>,
+    pub(crate) mem_host_get_device_pointer:
         Option<unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, u32) -> CUresult>,
     /// `cuStreamWriteValue64_v2` (CUDA >= 12.0) or `cuStreamWriteValue64` (driver API doc,
     /// "Stream Memory Operations"): `(stream, address, value, flags)`.
-    pub stream_write_value64:
+    pub(crate) stream_write_value64:
         Option<unsafe extern "C" fn(CUstream, CUdeviceptr, u64, u32) -> CUresult>,
-    pub stream_is_capturing:
+    pub(crate) stream_is_capturing:
         Option<unsafe extern "C" fn(CUstream, *mut CUstreamCaptureStatus) -> CUresult>,
-    pub thread_exchange_capture_mode:
+    pub(crate) thread_exchange_capture_mode:
         Option<unsafe extern "C" fn(*mut CUstreamCaptureMode) -> CUresult>,
-    pub func_get_name: Option<unsafe extern "C" fn(*mut *const c_char, CUfunction) -> CUresult>,
-    pub kernel_get_name: Option<unsafe extern "C" fn(*mut *const c_char, CUkernel) -> CUresult>,
-    pub get_error_name: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
-    pub get_error_string: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
+    pub(crate) func_get_name:
+        Option<unsafe extern "C" fn(*mut *const c_char, CUfunction) -> CUresult>,
+    pub(crate) kernel_get_name:
+        Option<unsafe extern "C" fn(*mut *const c_char, CUkernel) -> CUresult>,
+    pub(crate) get_error_name:
+        Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
+    pub(crate) get_error_string:
+        Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
     /// `cuPointerGetAttribute(void* data, CUpointer_attribute, CUdeviceptr)`.
-    pub pointer_get_attribute:
+    pub(crate) pointer_get_attribute:
         Option<unsafe extern "C" fn(*mut c_void, c_uint, CUdeviceptr) -> CUresult>,
     /// `cuStreamGetCtx(CUstream, CUcontext*)`: the context a stream belongs to.
-    pub stream_get_ctx: Option<unsafe extern "C" fn(CUstream, *mut CUcontext) -> CUresult>,
+    pub(crate) stream_get_ctx: Option<unsafe extern "C" fn(CUstream, *mut CUcontext) -> CUresult>,
     /// `cuMemHostRegister_v2(void*, size_t, unsigned int)`.
-    pub mem_host_register: Option<unsafe extern "C" fn(*mut c_void, usize, c_uint) -> CUresult>,
+    pub(crate) mem_host_register:
+        Option<unsafe extern "C" fn(*mut c_void, usize, c_uint) -> CUresult>,
     /// `cuDevicePrimaryCtxGetState(CUdevice, unsigned int* flags, int* active)`.
-    pub primary_ctx_get_state:
+    pub(crate) primary_ctx_get_state:
         Option<unsafe extern "C" fn(CUdevice, *mut c_uint, *mut std::ffi::c_int) -> CUresult>,
     /// `cuDevicePrimaryCtxRetain(CUcontext*, CUdevice)` and `cuDevicePrimaryCtxRelease_v2`: only
     /// used as a pair, to learn the handle of an active primary context.
-    pub primary_ctx_retain: Option<unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult>,
-    pub primary_ctx_release: Option<unsafe extern "C" fn(CUdevice) -> CUresult>,
+    pub(crate) primary_ctx_retain:
+        Option<unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult>,
+    pub(crate) primary_ctx_release: Option<unsafe extern "C" fn(CUdevice) -> CUresult>,
 }
 
 /// Fork-safe (`safety::ForkSafeOnce`): finding the driver's symbols twice is harmless.
@@ -134,7 +137,7 @@ static DRIVER: crate::safety::ForkSafeOnce<Driver> = crate::safety::ForkSafeOnce
 /// that holds `hint` (an address the program got from some driver) if it exports `cuInit`.
 /// cudablame never loads the driver itself; until the program has, this is `None` (and asked again
 /// next time).
-pub fn driver_near(hint: usize) -> Option<&'static Driver> {
+pub(crate) fn driver_near(hint: usize) -> Option<&'static Driver> {
     if let Some(d) = DRIVER.get() {
         return Some(d);
     }
@@ -143,16 +146,16 @@ pub fn driver_near(hint: usize) -> Option<&'static Driver> {
 }
 
 /// The driver if the process has loaded it.
-pub fn driver() -> Option<&'static Driver> {
+pub(crate) fn driver() -> Option<&'static Driver> {
     driver_near(0)
 }
 
 fn find_driver(hint: usize) -> Option<*mut c_void> {
     let is_driver = |h: *mut c_void| !h.is_null() && sym(h, c"cuInit") != 0;
-    // SAFETY: dlopen with RTLD_NOLOAD only returns already-loaded objects; dladdr reads loader data.
     // The handle of the driver is kept (never closed): the reference keeps the driver mapped
     // for the addresses cached in `Driver` even if the program dlcloses it. Others are closed.
     let close = close_handle;
+    // SAFETY: dlopen with RTLD_NOLOAD only returns already-loaded objects; dladdr reads loader data.
     unsafe {
         let handle = libc::dlopen(
             c"libcuda.so.1".as_ptr(),
@@ -252,7 +255,7 @@ impl Driver {
     }
 
     /// The hooked entry point whose real function lives at `address`, if any.
-    pub fn entry_point_at(&self, address: usize) -> Option<EntryPoint> {
+    pub(crate) fn entry_point_at(&self, address: usize) -> Option<EntryPoint> {
         self.by_address
             .binary_search_by_key(&address, |&(a, _)| a)
             .ok()
@@ -260,7 +263,7 @@ impl Driver {
     }
 
     /// The current context (`cuCtxGetCurrent`), or 0.
-    pub fn current_context(&self) -> usize {
+    pub(crate) fn current_context(&self) -> usize {
         let mut ctx: CUcontext = std::ptr::null_mut();
         match self.own.ctx_get_current {
             // SAFETY: valid out pointer.
@@ -270,7 +273,7 @@ impl Driver {
     }
 
     /// The current context's device ordinal (`cuCtxGetDevice`), or -1.
-    pub fn current_device(&self) -> i32 {
+    pub(crate) fn current_device(&self) -> i32 {
         let mut dev: CUdevice = -1;
         match self.own.ctx_get_device {
             // SAFETY: valid out pointer.
@@ -283,8 +286,7 @@ impl Driver {
     /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`, 2): host for `CU_MEMORYTYPE_HOST` (1), device for
     /// `DEVICE` (2) and `ARRAY` (3); unknown for anything else, managed memory and errors
     /// (pageable host memory included: unknown never proves completion).
-    pub fn memory_side(&self, ptr: CUdeviceptr) -> crate::record::Side {
-        use crate::record::Side;
+    pub(crate) fn memory_side(&self, ptr: CUdeviceptr) -> Side {
         let Some(f) = self.own.pointer_get_attribute else {
             return Side::Unknown;
         };
@@ -299,7 +301,7 @@ impl Driver {
     }
 
     /// The context that stream handle `stream` belongs to (`cuStreamGetCtx`), or 0.
-    pub fn stream_context(&self, stream: usize) -> usize {
+    pub(crate) fn stream_context(&self, stream: usize) -> usize {
         let mut ctx: CUcontext = std::ptr::null_mut();
         match self.own.stream_get_ctx {
             // SAFETY: valid out pointer; a handle the program passed to the driver.
@@ -310,7 +312,7 @@ impl Driver {
 
     /// The handle of `dev`'s primary context if it is active, else 0 (retained and released
     /// again: the reference count is unchanged and an inactive one is never created).
-    pub fn active_primary_context(&self, dev: CUdevice) -> usize {
+    pub(crate) fn active_primary_context(&self, dev: CUdevice) -> usize {
         let (Some(state), Some(retain), Some(release)) = (
             self.own.primary_ctx_get_state,
             self.own.primary_ctx_retain,
@@ -334,7 +336,7 @@ impl Driver {
     }
 
     /// Whether `dev`'s primary context is active (`cuDevicePrimaryCtxGetState`); `None` unknown.
-    pub fn primary_active(&self, dev: CUdevice) -> Option<bool> {
+    pub(crate) fn primary_active(&self, dev: CUdevice) -> Option<bool> {
         let f = self.own.primary_ctx_get_state?;
         let (mut flags, mut active): (c_uint, std::ffi::c_int) = (0, 0);
         // SAFETY: valid out pointers.
@@ -344,7 +346,7 @@ impl Driver {
     /// Runs `f` with this thread's capture mode set to RELAXED, so that the shim's own
     /// potentially unsafe calls (allocation) never invalidate a global-mode capture of the program
     /// (driver API doc, `cuThreadExchangeStreamCaptureMode`).
-    pub fn relaxed_capture<T>(&self, f: impl FnOnce() -> T) -> T {
+    pub(crate) fn relaxed_capture<T>(&self, f: impl FnOnce() -> T) -> T {
         let Some(exchange) = self.own.thread_exchange_capture_mode else {
             return f();
         };
@@ -361,7 +363,7 @@ impl Driver {
 
     /// Whether `stream` (a handle as passed to plain, non-`_ptsz` variants) is capturing.
     /// Errors (e.g. `CUDA_ERROR_STREAM_CAPTURE_IMPLICIT` for the legacy stream) count as capturing.
-    pub fn is_capturing(&self, stream: usize) -> bool {
+    pub(crate) fn is_capturing(&self, stream: usize) -> bool {
         let Some(f) = self.own.stream_is_capturing else {
             return false;
         };
@@ -373,7 +375,7 @@ impl Driver {
 
     /// The mangled name of a kernel handle (`cuFuncGetName`, then `cuKernelGetName`: a `CUkernel`
     /// may be passed where a `CUfunction` is expected). Works after a sticky error.
-    pub fn kernel_name(&self, func: usize) -> Option<String> {
+    pub(crate) fn kernel_name(&self, func: usize) -> Option<String> {
         for f in [self.own.func_get_name, self.own.kernel_get_name]
             .into_iter()
             .flatten()
@@ -393,7 +395,7 @@ impl Driver {
     }
 
     /// `(name, description)` of an error code, from the driver when it knows it.
-    pub fn error_text(&self, code: CUresult) -> (String, String) {
+    pub(crate) fn error_text(&self, code: CUresult) -> (String, String) {
         let ours = error_name(code);
         let ask = |f: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
                    fallback: &str| {
@@ -427,7 +429,7 @@ impl Driver {
 /// cost is a page per slab per context ever destroyed. Memory from `cuMemHostAlloc` (the fallback
 /// where registration is refused) would be freed by the driver with its context: the streams
 /// using it are forgotten when the destruction goes through a hooked call.
-pub fn alloc_marker_memory(driver: &Driver, bytes: usize) -> Option<(*mut u64, u64)> {
+pub(crate) fn alloc_marker_memory(driver: &Driver, bytes: usize) -> Option<(*mut u64, u64)> {
     let devptr = driver.own.mem_host_get_device_pointer?;
     driver.relaxed_capture(|| {
         if let Some(register) = driver.own.mem_host_register {

@@ -9,7 +9,7 @@ use std::sync::Once;
 
 /// A timed part of recording one op.
 #[derive(Clone, Copy)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Native stack: the copy of the stack's top (`stack::copy`).
     Stack,
     /// Python frames (`stack::python::PythonStack::capture`).
@@ -31,13 +31,13 @@ static AT_EXIT: Once = Once::new();
 
 /// Whether costs are being measured.
 #[inline]
-pub fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     crate::config::get().stats
 }
 
 /// A monotonic clock reading in ns when measuring, else 0 (no clock read).
 #[inline]
-pub fn start() -> u64 {
+pub(crate) fn start() -> u64 {
     if enabled() {
         monotonic_ns()
     } else {
@@ -47,7 +47,7 @@ pub fn start() -> u64 {
 
 /// Adds the time since `started` (a [`start`] reading) to `phase`.
 #[inline]
-pub fn add(phase: Phase, started: u64) {
+pub(crate) fn add(phase: Phase, started: u64) {
     if started != 0 {
         NS[phase as usize].fetch_add(monotonic_ns().saturating_sub(started), Ordering::Relaxed);
     }
@@ -55,7 +55,7 @@ pub fn add(phase: Phase, started: u64) {
 
 /// Counts one recorded op with the stack bytes it copied and its Python frames.
 #[inline]
-pub fn op(stack_bytes: usize, python_frames: usize) {
+pub(crate) fn op(stack_bytes: usize, python_frames: usize) {
     if enabled() {
         AT_EXIT.call_once(|| {
             // SAFETY: registers a plain extern "C" function with no arguments.
@@ -78,7 +78,7 @@ fn monotonic_ns() -> u64 {
 }
 
 /// The stats line: mean ns per recorded op of each phase.
-pub fn line() -> String {
+pub(crate) fn line() -> String {
     let ops = OPS.load(Ordering::Relaxed).max(1);
     let ns = |p: Phase| NS[p as usize].load(Ordering::Relaxed) / ops;
     let (stack, python, real, marker, total) = (

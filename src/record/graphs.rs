@@ -28,13 +28,12 @@ const OPS_KEPT: usize = 16 * 1024;
 const ACTIVE_KEPT: usize = 64;
 
 /// What a graph runs, as captured.
-pub struct GraphInfo {
+pub(crate) struct GraphInfo {
     /// The captured ops, in capture order.
-    pub ops: Vec<OpRecord>,
+    pub(crate) ops: Vec<OpRecord>,
     /// The stack of the thread that began the capture, at `cuStreamBeginCapture`.
-    pub captured_at: NativeStack,
-    pub thread: u32,
-    pub time_ns: u64,
+    pub(crate) captured_at: NativeStack,
+    pub(crate) thread: u32,
 }
 
 struct Active {
@@ -64,7 +63,7 @@ fn with<T>(f: impl FnOnce(&mut Tables) -> T) -> T {
 }
 
 /// A capture began on `stream` of `context`.
-pub fn begin(context: usize, stream: StreamId, stack: NativeStack, thread: u32, time_ns: u64) {
+pub(crate) fn begin(context: usize, stream: StreamId, stack: NativeStack, thread: u32) {
     with(|t| {
         if t.active.len() >= ACTIVE_KEPT {
             t.active.remove(0);
@@ -76,14 +75,13 @@ pub fn begin(context: usize, stream: StreamId, stack: NativeStack, thread: u32, 
                 ops: Vec::new(),
                 captured_at: stack,
                 thread,
-                time_ns,
             },
         })
     });
 }
 
 /// An op was captured (the launch succeeded while its stream was capturing).
-pub fn captured(op: OpRecord) {
+pub(crate) fn captured(op: OpRecord) {
     with(|t| {
         let target = t
             .active
@@ -100,7 +98,7 @@ pub fn captured(op: OpRecord) {
 }
 
 /// The capture on `stream` ended with `graph` (0 when it failed: the capture is dropped).
-pub fn end(context: usize, stream: StreamId, graph: usize) {
+pub(crate) fn end(context: usize, stream: StreamId, graph: usize) {
     with(|t| {
         let Some(i) = t
             .active
@@ -117,7 +115,7 @@ pub fn end(context: usize, stream: StreamId, graph: usize) {
 }
 
 /// `exec` was instantiated from `graph`.
-pub fn instantiate(graph: usize, exec: usize) {
+pub(crate) fn instantiate(graph: usize, exec: usize) {
     with(|t| {
         if let Some(info) = t.graphs.get(&graph).cloned() {
             remember(t, true, exec, info);
@@ -147,12 +145,12 @@ fn remember(t: &mut Tables, exec: bool, key: usize, info: Arc<GraphInfo>) {
 }
 
 /// What the executable graph `exec` runs, if its capture was seen.
-pub fn of_exec(exec: usize) -> Option<Arc<GraphInfo>> {
+pub(crate) fn of_exec(exec: usize) -> Option<Arc<GraphInfo>> {
     with(|t| t.execs.get(&exec).cloned())
 }
 
 /// Forgets everything (a forked child). Takes no lock.
-pub fn clear() {
+pub(crate) fn clear() {
     TABLES.reset_in_child();
 }
 
@@ -165,7 +163,6 @@ mod tests {
             ops: Vec::with_capacity(n),
             captured_at: NativeStack::EMPTY,
             thread: 0,
-            time_ns: 0,
         })
     }
 

@@ -13,7 +13,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// Hashes pointer-sized keys by one multiplication (handles are already well spread).
 #[derive(Default)]
-pub struct AddressHasher(u64);
+pub(crate) struct AddressHasher(u64);
 
 impl Hasher for AddressHasher {
     fn finish(&self) -> u64 {
@@ -41,7 +41,7 @@ thread_local! {
 
 /// Called for every kernel launch: names `handle` the first time this thread sees it.
 #[inline]
-pub fn note(driver: &Driver, handle: usize) {
+pub(crate) fn note(driver: &Driver, handle: usize) {
     // Without thread-local storage (a hook after this thread's TLS destructors ran): no cache,
     // ask the process-wide table.
     let new = SEEN
@@ -60,7 +60,7 @@ pub fn note(driver: &Driver, handle: usize) {
 const NAMES_KEPT: usize = 64 * 1024;
 
 /// Records the name the program looked a handle up by (`cuModuleGetFunction`, ...).
-pub fn set(handle: usize, name: String) {
+pub(crate) fn set(handle: usize, name: String) {
     let mut names = NAMES.get().write();
     if names.len() >= NAMES_KEPT && !names.contains_key(&handle) {
         if let Some(&old) = names.keys().next() {
@@ -71,7 +71,7 @@ pub fn set(handle: usize, name: String) {
 }
 
 /// `handle` has the name of `of` (`cuKernelGetFunction`).
-pub fn alias(handle: usize, of: usize) {
+pub(crate) fn alias(handle: usize, of: usize) {
     let name = NAMES.get().read().get(&of).cloned().flatten();
     if let Some(n) = name {
         set(handle, n);
@@ -79,7 +79,7 @@ pub fn alias(handle: usize, of: usize) {
 }
 
 /// The mangled name of `handle`: from the cache, else from the driver now.
-pub fn name(driver: Option<&Driver>, handle: usize) -> Option<String> {
+pub(crate) fn name(driver: Option<&Driver>, handle: usize) -> Option<String> {
     if let Some(Some(n)) = NAMES.get().read().get(&handle) {
         return Some(n.clone());
     }
@@ -87,7 +87,7 @@ pub fn name(driver: Option<&Driver>, handle: usize) -> Option<String> {
 }
 
 /// Forgets the names and this thread's set (a forked child, tests). Takes no lock.
-pub fn clear() {
+pub(crate) fn clear() {
     NAMES.reset_in_child();
     let _ = SEEN.try_with(|s| s.replace(HashSet::default()));
 }

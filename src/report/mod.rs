@@ -2,9 +2,9 @@
 //! on stderr, written as JSON and, with `CUDABLAME_TRACE`, as a Chrome trace. Everything slow
 //! (kernel names, symbolization) happens here.
 
-pub mod sink;
+pub(crate) mod sink;
 
-pub use cudablame_report::{hints, model, pattern, text, trace};
+pub(crate) use cudablame_report::{hints, model, pattern, text, trace};
 
 use crate::blame::{self, Confidence};
 use crate::config;
@@ -22,9 +22,9 @@ const RECENT_PER_STREAM: usize = 8;
 
 /// Builds and emits the report for an error returned by `ep`. `failed_launch` is set when the
 /// call was a launch that failed by itself (non-sticky): it is then the `exact` culprit.
-pub fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpRecord>) {
+pub(crate) fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpRecord>) {
     let cfg = config::get();
-    crate::safety::test_panic(crate::safety::PanicPoint::Report);
+    crate::config::test_panic(crate::config::PanicPoint::Report);
     let started = std::time::Instant::now();
     let mut report = build(ep, call, rc, failed_launch);
     report.build_ns = started.elapsed().as_nanos() as u64;
@@ -47,13 +47,13 @@ pub fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpR
 fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpRecord>) -> Report {
     let driver = real::driver();
     let now = record::now_ns();
-    let thread = record::thread_id();
+    let thread = crate::threads::thread_id();
     let reporting_stack = NativeStack::capture(config::MAX_STACK_DEPTH, now, None);
     let reporting_python = PythonStack::capture_configured().resolve();
     // The context the reporting call concerns (its stream's, the one it names, else the current
     // one): a sticky error belongs to one context.
     let context = Some(call.context(ep)).filter(|&c| c != 0);
-    let views = record::streams::snapshot();
+    let views = record::snapshot::snapshot();
     let mut names = Names {
         driver,
         cache: HashMap::new(),
@@ -96,7 +96,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
             let assert_kernel = device_assert
                 .as_ref()
                 .and_then(|a| a.kernel.as_deref())
-                .and_then(real::printf::kernel_base_name);
+                .and_then(DeviceAssert::kernel_base_name);
             let mut v = {
                 let mut kernels = |o: &OpRecord| names.kernels_of(o);
                 blame::judge_with(
@@ -389,7 +389,7 @@ fn thread_start(tid: u32) -> Option<String> {
     };
     match crate::threads::type_name(&s) {
         Some(t) => {
-            let ty = crate::threads::demangle_type(t.trim_start_matches('*'));
+            let ty = demangle_type(t.trim_start_matches('*'));
             // `std::thread::_State_impl<std::thread::_Invoker<std::tuple<F, args...> > >`: F.
             let callable = ty
                 .find("std::tuple<")
@@ -411,18 +411,7 @@ fn thread_start(tid: u32) -> Option<String> {
 fn device_assert() -> Option<DeviceAssert> {
     let (lines, seen) = real::printf::captured();
     let text = lines.into_iter().next()?;
-    let a = real::printf::parse(&text);
-    Some(DeviceAssert {
-        text,
-        file: a.file,
-        line: a.line,
-        kernel: a.kernel,
-        block: a.block,
-        thread: a.thread,
-        condition: a.condition,
-        lines: seen,
-        matches_culprit: false,
-    })
+    Some(DeviceAssert::parse(text, seen))
 }
 
 /// The program frame that launched an op, `function at file:line`: the innermost Python frame of
@@ -460,12 +449,12 @@ fn program_frame(o: &Op) -> Option<String> {
 
 /// The rank of this process in a multi-process job: `RANK` (torchrun), `SLURM_PROCID`,
 /// `OMPI_COMM_WORLD_RANK`, else 0 (the command computes it the same way).
-pub fn rank() -> u32 {
+pub(crate) fn rank() -> u32 {
     pattern::rank_from_env()
 }
 
 /// This host's name (what `gethostname` says; the command computes it the same way).
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     pattern::host_name()
 }
 
@@ -534,9 +523,31 @@ fn process_info() -> Process {
 
 /// The first of `vars` that is set to a number.
 /// Largest `WORLD_SIZE` taken as real.
-pub const MAX_WORLD_SIZE: u32 = 1_000_000;
+pub(crate) const MAX_WORLD_SIZE: u32 = 1_000_000;
 
 fn first_number(vars: &[&str]) -> Option<u32> {
     vars.iter()
         .find_map(|k| std::env::var(k).ok().and_then(|v| v.trim().parse().ok()))
+}
+
+/// A readable type name for a `std::thread` state: `_ZTS`-less mangled names demangle as types.
+pub(crate) fn demangle_type(mangled: &str) -> String {
+    let with_prefix = format!("_ZTS{mangled}");
+    let d = stack::demangle(&with_prefix);
+    d.strip_prefix("typeinfo name for ")
+        .map(String::from)
+        .unwrap_or(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_names_demangle() {
+        assert_eq!(
+            demangle_type("NSt6thread11_State_implINS_8_InvokerISt5tupleIJZ4mainEUlvE_EEEEEE"),
+            "std::thread::_State_impl<std::thread::_Invoker<std::tuple<main::{lambda()#1}> > >"
+        );
+    }
 }

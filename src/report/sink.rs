@@ -4,11 +4,11 @@
 use super::model::Report;
 use std::io::Write;
 
-pub use super::pattern::expand;
+pub(crate) use super::pattern::expand;
 
 /// Writes the report to the expanded pattern and returns the path written (see [`write_new`]).
 /// Failures print one line on stderr and return `None`.
-pub fn write_json(pattern: &str, report: &Report, rank: u32) -> Option<String> {
+pub(crate) fn write_json(pattern: &str, report: &Report, rank: u32) -> Option<String> {
     let p = &report.process;
     write_file(
         "JSON report",
@@ -27,7 +27,7 @@ pub fn write_json(pattern: &str, report: &Report, rank: u32) -> Option<String> {
 
 /// Writes a Chrome trace (any serializable value, compact) to the expanded pattern and returns
 /// the path written. Failures print one line on stderr and return `None`.
-pub fn write_trace<T: serde::Serialize>(
+pub(crate) fn write_trace<T: serde::Serialize>(
     pattern: &str,
     trace: &T,
     report: &Report,
@@ -54,7 +54,7 @@ pub fn write_trace<T: serde::Serialize>(
 /// Failures (unwritable, full disk, over the file size limit, ...) print one line naming `what` and
 /// the variable that sets the path, and return `None`: the program goes on as without cudablame.
 #[allow(clippy::too_many_arguments)]
-pub fn write_file(
+pub(crate) fn write_file(
     what: &str,
     var: &str,
     in_directory: &str,
@@ -106,7 +106,7 @@ fn file_size_limit() -> Option<u64> {
 /// the target directory (a temporary name), flushed to disk, then linked to its final name without
 /// replacing anything there: a planted symlink or another process's file is never followed or
 /// overwritten (the file then goes to `NAME.1.json`, `NAME.2.json`, ...).
-pub fn write_new(
+pub(crate) fn write_new(
     path: &str,
     fill: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
 ) -> std::io::Result<String> {

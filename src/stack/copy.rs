@@ -11,9 +11,9 @@
 use super::{EntryRegs, NativeStack};
 
 /// A copy of the top of one launch's stack, owned by its stream's ring (`record::streams`).
-pub struct StackCopy {
+pub(crate) struct StackCopy {
     /// The sequence number of the op on its stream this copy belongs to (0: none).
-    pub seq: u64,
+    pub(crate) seq: u64,
     regs: EntryRegs,
     len: usize,
     bytes: Box<[u8]>,
@@ -21,7 +21,7 @@ pub struct StackCopy {
 
 impl StackCopy {
     /// An empty copy with room for `capacity` bytes (allocated here, never on a launch).
-    pub fn new(capacity: usize) -> StackCopy {
+    pub(crate) fn new(capacity: usize) -> StackCopy {
         StackCopy {
             seq: 0,
             regs: EntryRegs::default(),
@@ -34,7 +34,7 @@ impl StackCopy {
     /// never past the thread's stack) for op `seq`. `regs` must have been read in a frame of this
     /// thread that is still live. Leaves the copy empty when the stack bounds are unknown.
     #[inline]
-    pub fn fill(&mut self, seq: u64, regs: &EntryRegs) {
+    pub(crate) fn fill(&mut self, seq: u64, regs: &EntryRegs) {
         self.seq = seq;
         self.regs = *regs;
         let (lo, hi) = super::unwind::stack_bounds();
@@ -56,7 +56,7 @@ impl StackCopy {
 
     /// Report time: unwinds the copy into return addresses (up to `depth` frames below the
     /// entry point's own frame, which is cudablame's).
-    pub fn unwind(&self, depth: usize) -> NativeStack {
+    pub(crate) fn unwind(&self, depth: usize) -> NativeStack {
         let mut s = NativeStack::EMPTY;
         if self.len == 0 {
             return s;

@@ -18,17 +18,17 @@ const CAPACITY: usize = MAX_STACK_DEPTH + OWN_FRAMES_ALLOWANCE;
 /// that entry point's frame is live (the hook runs inside it; the frame's saved registers and
 /// return address, at or above `rsp`, do not change meanwhile). All zero where not supported.
 #[derive(Clone, Copy, Default)]
-pub struct EntryRegs {
+pub(crate) struct EntryRegs {
     /// An instruction address inside the entry point (the lookup address of frame 0).
-    pub rip: u64,
-    pub rsp: u64,
-    pub rbp: u64,
+    pub(crate) rip: u64,
+    pub(crate) rsp: u64,
+    pub(crate) rbp: u64,
 }
 
 impl EntryRegs {
     /// The registers at this point of the caller (always inlined into it).
     #[inline(always)]
-    pub fn here() -> EntryRegs {
+    pub(crate) fn here() -> EntryRegs {
         #[cfg(target_arch = "x86_64")]
         {
             let (rip, rsp, rbp): (u64, u64, u64);
@@ -47,14 +47,14 @@ impl EntryRegs {
 
 /// Return addresses of one thread's stack, innermost first. Plain data (`Copy`), no allocation.
 #[derive(Clone, Copy)]
-pub struct NativeStack {
+pub(crate) struct NativeStack {
     len: u8,
     ips: [usize; CAPACITY],
 }
 
 impl NativeStack {
     /// No frames (stack capture off).
-    pub const EMPTY: NativeStack = NativeStack {
+    pub(crate) const EMPTY: NativeStack = NativeStack {
         len: 0,
         ips: [0; CAPACITY],
     };
@@ -65,7 +65,7 @@ impl NativeStack {
     /// [`copy`] for launches). `now_ns` is a clock reading the caller already has (paces the
     /// module-list checks).
     #[inline(never)]
-    pub fn capture(depth: usize, now_ns: u64, entry: Option<&EntryRegs>) -> NativeStack {
+    pub(crate) fn capture(depth: usize, now_ns: u64, entry: Option<&EntryRegs>) -> NativeStack {
         let want = (depth + OWN_FRAMES_ALLOWANCE).min(CAPACITY);
         #[cfg(target_arch = "x86_64")]
         {
@@ -82,17 +82,17 @@ impl NativeStack {
     }
 
     /// Room for return addresses (the most a stack holds).
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         CAPACITY
     }
 
     /// The first `n` slots (at most [`capacity`](Self::capacity)) to fill, then [`set_len`](Self::set_len).
-    pub fn slots(&mut self, n: usize) -> &mut [usize] {
+    pub(crate) fn slots(&mut self, n: usize) -> &mut [usize] {
         &mut self.ips[..n.min(CAPACITY)]
     }
 
     /// How many slots hold return addresses.
-    pub fn set_len(&mut self, n: usize) {
+    pub(crate) fn set_len(&mut self, n: usize) {
         self.len = n.min(CAPACITY) as u8;
     }
 
@@ -112,21 +112,21 @@ impl NativeStack {
     }
 
     /// The captured return addresses, innermost first.
-    pub fn ips(&self) -> &[usize] {
+    pub(crate) fn ips(&self) -> &[usize] {
         &self.ips[..self.len as usize]
     }
 }
 
-pub use crate::report::model::Frame;
+pub(crate) use cudablame_report::model::Frame;
 
-pub mod copy;
+pub(crate) mod copy;
 #[cfg(target_arch = "x86_64")]
-pub mod python;
-pub mod unwind;
+pub(crate) mod python;
+pub(crate) mod unwind;
 
 /// Where an op's native launch stack is. Plain data (`Copy`, 8 bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum StackRef {
+pub(crate) enum StackRef {
     /// None was taken (`CUDABLAME_STACK=off`), or it is no longer kept.
     #[default]
     None,
@@ -152,7 +152,7 @@ static KEPT: crate::safety::Resettable<parking_lot::Mutex<KeptTable>> =
     crate::safety::Resettable::new();
 
 /// Keeps `stack` for later reports (cold paths: graph captures, failed launches, snapshots).
-pub fn keep(stack: NativeStack) -> StackRef {
+pub(crate) fn keep(stack: NativeStack) -> StackRef {
     if stack.len == 0 {
         return StackRef::None;
     }
@@ -169,7 +169,7 @@ pub fn keep(stack: NativeStack) -> StackRef {
 }
 
 /// The stack `r` refers to, if it is still kept ([`StackRef::Copied`] needs its ring: none here).
-pub fn kept(r: StackRef) -> NativeStack {
+pub(crate) fn kept(r: StackRef) -> NativeStack {
     let StackRef::Kept(id) = r else {
         return NativeStack::EMPTY;
     };
@@ -181,7 +181,7 @@ pub fn kept(r: StackRef) -> NativeStack {
 }
 
 /// Forgets kept stacks (a forked child). Takes no lock.
-pub fn forget_after_fork() {
+pub(crate) fn forget_after_fork() {
     KEPT.reset_in_child();
     unwind::forget_after_fork();
 }
@@ -203,15 +203,9 @@ fn module_of(addr: usize) -> Option<(usize, String)> {
     }
 }
 
-/// Whether `addr` lies in libcudablame itself.
-pub fn is_own_address(addr: usize) -> bool {
-    let own = module_of(is_own_address as *const () as usize).map(|m| m.0);
-    own.is_some() && module_of(addr).map(|m| m.0) == own
-}
-
 /// Symbolizes return addresses (innermost first) into frames, dropping cudablame's own frames at
 /// the top and keeping at most `depth`. Slow (reads symbol tables and DWARF): report time only.
-pub fn symbolize(ips: &[usize], depth: usize) -> Vec<Frame> {
+pub(crate) fn symbolize(ips: &[usize], depth: usize) -> Vec<Frame> {
     let own = module_of(symbolize as *const () as usize).map(|m| m.0);
     let mut frames = Vec::new();
     let mut skipping = true;
@@ -254,7 +248,7 @@ pub fn symbolize(ips: &[usize], depth: usize) -> Vec<Frame> {
 
 /// Demangles an Itanium C++ symbol (kernel names, C++ host frames); other names are returned as is
 /// (Rust names come demangled from `backtrace`).
-pub fn demangle(name: &str) -> String {
+pub(crate) fn demangle(name: &str) -> String {
     if name.starts_with("_Z") {
         if let Ok(sym) = cpp_demangle::Symbol::new(name) {
             if let Ok(s) = sym.demangle(&cpp_demangle::DemangleOptions::default()) {

@@ -24,7 +24,7 @@ const RESCAN_NS: u64 = 100_000_000;
 
 /// A section of a loaded module, read in place (modules are never copied).
 #[derive(Clone, Default)]
-pub struct Mapped {
+pub(crate) struct Mapped {
     ptr: usize,
     len: usize,
 }
@@ -62,7 +62,7 @@ thread_local! {
 
 /// `(low, high)` addresses of the calling thread's stack (`pthread_getattr_np`), `(0, 0)` when
 /// unknown (also while the thread's locals are being destroyed).
-pub fn stack_bounds() -> (u64, u64) {
+pub(crate) fn stack_bounds() -> (u64, u64) {
     STACK
         .try_with(|s| {
             if s.get().0 == 0 {
@@ -230,7 +230,7 @@ fn refresh(now_ns: u64) {
 /// many. Starts at `from` (registers read in a frame of this thread that is still live), else
 /// here. `now_ns` (any monotonic-enough clock the caller already read) paces module-list checks.
 #[inline(never)]
-pub fn capture(out: &mut [usize], now_ns: u64, from: Option<&super::EntryRegs>) -> usize {
+pub(crate) fn capture(out: &mut [usize], now_ns: u64, from: Option<&super::EntryRegs>) -> usize {
     let start = from.copied().unwrap_or_else(super::EntryRegs::here);
     let (lo, hi) = stack_bounds();
     // SAFETY: within this thread's own stack, 8-byte aligned (checked by `walk`).
@@ -241,7 +241,7 @@ pub fn capture(out: &mut [usize], now_ns: u64, from: Option<&super::EntryRegs>) 
 
 /// Return addresses of a copied stack, innermost first, into `out`; returns how many. `bytes`
 /// is a copy of the stack from `start.rsp` upwards; the unwind stops where it would read past it.
-pub fn capture_copy(out: &mut [usize], start: super::EntryRegs, bytes: &[u8]) -> usize {
+pub(crate) fn capture_copy(out: &mut [usize], start: super::EntryRegs, bytes: &[u8]) -> usize {
     let lo = start.rsp;
     let hi = lo.saturating_add(bytes.len() as u64);
     walk(super::super::record::now_ns(), start, lo, hi, out, |addr| {
@@ -313,7 +313,7 @@ static UNLOADING: AtomicU64 = AtomicU64::new(0);
 /// in progress, 100 ms at most) and none built until it returns: no unwind reads a module being
 /// unmapped, and the next capture after it sees the new list at once (not up to [`RESCAN_NS`]
 /// later). Captures made meanwhile (other threads, destructors run by `dlclose`) get no frames.
-pub fn unloading<T>(unload: impl FnOnce() -> T) -> T {
+pub(crate) fn unloading<T>(unload: impl FnOnce() -> T) -> T {
     UNLOADING.fetch_add(1, Ordering::AcqRel);
     if let Some(mut modules) = MODULES
         .get()
@@ -328,7 +328,7 @@ pub fn unloading<T>(unload: impl FnOnce() -> T) -> T {
 }
 
 /// Forgets the module list (a forked child): rebuilt on the next capture. Takes no lock.
-pub fn forget_after_fork() {
+pub(crate) fn forget_after_fork() {
     MODULES.reset_in_child();
     LAST_CHECK_NS.store(0, Ordering::Relaxed);
 }

@@ -258,3 +258,167 @@ pub struct StreamSummary {
     /// The last ops of the stream, oldest first.
     pub recent: Vec<Op>,
 }
+
+// The parsing of device-assert lines (pure text; the library captures them, see its
+// `real::printf`).
+
+/// `[x,y,z]` at the start of `s`.
+fn triple(s: &str) -> Option<[u32; 3]> {
+    let inner = s.strip_prefix('[')?.split(']').next()?;
+    let v: Vec<u32> = inner
+        .split(',')
+        .map(|x| x.trim().parse().ok())
+        .collect::<Option<_>>()?;
+    (v.len() == 3).then(|| [v[0], v[1], v[2]])
+}
+
+impl DeviceAssert {
+    /// Parses `text`, the first assert line the driver printed,
+    /// `FILE:LINE: KERNEL: block: [x,y,z], thread: [x,y,z] Assertion `COND` failed.` (fields it
+    /// lacks stay `None`); `lines` is how many assert lines were printed in all.
+    pub fn parse(text: String, lines: u64) -> DeviceAssert {
+        let mut out = DeviceAssert {
+            lines,
+            ..DeviceAssert::default()
+        };
+        let head_end = text.find(" block: [").unwrap_or(text.len());
+        let head = text[..head_end].trim_end().trim_end_matches(':');
+        // FILE:LINE: KERNEL — the first ":digits: " splits file from kernel.
+        let bytes = head.as_bytes();
+        for (i, _) in head.match_indices(':') {
+            let digits = bytes[i + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            let after = i + 1 + digits;
+            if digits > 0 && head[after..].starts_with(": ") {
+                out.file = Some(head[..i].to_string());
+                out.line = head[i + 1..after].parse().ok();
+                out.kernel = Some(head[after + 2..].trim().to_string()).filter(|k| !k.is_empty());
+                break;
+            }
+        }
+        if let Some(b) = text.find("block: ") {
+            out.block = triple(&text[b + "block: ".len()..]);
+        }
+        if let Some(t) = text.find("thread: ") {
+            out.thread = triple(&text[t + "thread: ".len()..]);
+        }
+        if let Some(a) = text.find("Assertion `") {
+            let rest = &text[a + "Assertion `".len()..];
+            let end = rest.rfind("` failed").unwrap_or(rest.len());
+            out.condition = Some(rest[..end].to_string());
+        }
+        out.text = text;
+        out
+    }
+
+    /// The bare function name of the kernel an assert names, for matching against demangled kernel
+    /// names: `void at::native::k<float>(float*)` -> `k`; `None` for names that cannot identify a
+    /// kernel (`operator()`, lambdas).
+    pub fn kernel_base_name(printed: &str) -> Option<String> {
+        let s = printed.trim();
+        if s.contains("operator") || s.contains("lambda") {
+            return None;
+        }
+        // Cut the parameter list: the first '(' at template depth 0.
+        let mut depth = 0i32;
+        let mut end = s.len();
+        for (i, c) in s.char_indices() {
+            match c {
+                '<' => depth += 1,
+                '>' => depth -= 1,
+                '(' if depth == 0 => {
+                    end = i;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let mut s = &s[..end];
+        // Cut trailing template arguments.
+        if s.ends_with('>') {
+            let mut depth = 0i32;
+            for (i, c) in s.char_indices().rev() {
+                match c {
+                    '>' => depth += 1,
+                    '<' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            s = &s[..i];
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let s = s.rsplit(' ').next().unwrap_or(s);
+        let s = s.rsplit("::").next().unwrap_or(s);
+        let ok = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        ok.then(|| s.to_string())
+    }
+
+    /// Whether the demangled `kernel` name has `base` as a whole identifier.
+    pub fn names_kernel(kernel: &str, base: &str) -> bool {
+        let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        kernel.match_indices(base).any(|(i, _)| {
+            let before = kernel[..i].chars().next_back();
+            let after = kernel[i + base.len()..].chars().next();
+            !before.is_some_and(ident) && !after.is_some_and(ident)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TORCH: &str = "/pytorch/aten/src/ATen/native/cuda/Loss.cu:245: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [7,0,0] Assertion `t >= 0 && t < n_classes` failed.";
+
+    #[test]
+    fn parses_the_driver_line() {
+        let a = DeviceAssert::parse(TORCH.to_string(), 1);
+        assert_eq!(
+            a.file.as_deref(),
+            Some("/pytorch/aten/src/ATen/native/cuda/Loss.cu")
+        );
+        assert_eq!(a.line, Some(245));
+        assert_eq!(
+            a.kernel.as_deref(),
+            Some("nll_loss_forward_reduce_cuda_kernel_2d")
+        );
+        assert_eq!(a.block, Some([0, 0, 0]));
+        assert_eq!(a.thread, Some([7, 0, 0]));
+        assert_eq!(a.condition.as_deref(), Some("t >= 0 && t < n_classes"));
+        let b = DeviceAssert::parse(String::from("a.cu:12: void check_kernel(int *, int): block: [3,0,0], thread: [31,1,0] Assertion `x[i] < n` failed."), 1);
+        assert_eq!(b.kernel.as_deref(), Some("void check_kernel(int *, int)"));
+        assert_eq!(b.line, Some(12));
+        assert_eq!(b.condition.as_deref(), Some("x[i] < n"));
+    }
+
+    #[test]
+    fn base_names_and_matching() {
+        assert_eq!(
+            DeviceAssert::kernel_base_name("nll_loss_forward_reduce_cuda_kernel_2d").as_deref(),
+            Some("nll_loss_forward_reduce_cuda_kernel_2d")
+        );
+        assert_eq!(
+            DeviceAssert::kernel_base_name("void check_kernel(int *, int)").as_deref(),
+            Some("check_kernel")
+        );
+        assert_eq!(
+            DeviceAssert::kernel_base_name("void ns::k<float, 2>(float *)").as_deref(),
+            Some("k")
+        );
+        assert_eq!(DeviceAssert::kernel_base_name("operator()"), None);
+        let k = "void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*, float*)";
+        assert!(DeviceAssert::names_kernel(
+            k,
+            "nll_loss_forward_reduce_cuda_kernel_2d"
+        ));
+        assert!(!DeviceAssert::names_kernel(k, "nll_loss_forward"));
+        assert!(DeviceAssert::names_kernel("oob_assert", "oob_assert"));
+        assert!(!DeviceAssert::names_kernel("oob_assert2", "oob_assert"));
+    }
+}

@@ -1,0 +1,104 @@
+//! The hot path: `enqueue`, run for every recorded op (a launch, an async copy or memset, a graph launch).
+
+use super::*;
+use crate::config::{self, StackMode};
+use crate::cuda::entry_points::EntryPoint;
+use crate::cuda::*;
+use crate::real;
+use crate::stack::{EntryRegs, StackRef};
+use std::sync::atomic::Ordering;
+
+/// Runs an enqueueing call: records it and enqueues its progress marker when the real call
+/// succeeds. Returns the real result, and the op that was not enqueued when it failed (a launch
+/// error names that launch as the culprit).
+pub(crate) fn enqueue(
+    ep: EntryPoint,
+    launch: Launch,
+    entry: &EntryRegs,
+    real_call: impl FnOnce() -> CUresult,
+) -> (CUresult, Option<OpRecord>) {
+    let Some(driver) = real::driver() else {
+        return (real_call(), None);
+    };
+    let entered = cost::start();
+    let prepared = crate::safety::guarded(|| prepare(driver, ep, launch));
+    let Some((state, mut op)) = prepared else {
+        return (real_call(), None);
+    };
+    let mut ring = state.ops.lock();
+    let called = cost::start();
+    let rc = real_call();
+    cost::add(cost::Phase::RealCall, called);
+    if rc != CUDA_SUCCESS {
+        drop(ring);
+        // Cold: the launch failed by itself and will be reported with its live stack.
+        op.stack =
+            crate::safety::guarded(|| keep_live_stack(op.time_ns, entry)).unwrap_or_default();
+        return (rc, Some(op));
+    }
+    let cfg = config::get();
+    let mut copied = 0;
+    crate::safety::guarded(|| {
+        if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 && driver.is_capturing(state.id.handle()) {
+            // The op went into a graph being captured: it did not run now.
+            op.stack = keep_live_stack(op.time_ns, entry);
+            graphs::captured(op);
+            return;
+        }
+        let copy = stack_copy(cfg, entry);
+        copied = copy.map_or(0, |c| c.1);
+        op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
+        state.issued.store(op.seq, Ordering::Release);
+        let marking = cost::start();
+        if state.write_marker(driver, op.seq) {
+            ring.mark_newest();
+        }
+        cost::add(cost::Phase::Marker, marking);
+    });
+    drop(ring);
+    cost::add(cost::Phase::Total, entered);
+    cost::op(copied, op.python.len());
+    (rc, None)
+}
+
+/// What a recorded op's stack copy is taken from under the configured `CUDABLAME_STACK` mode:
+/// the entry point's registers and `CUDABLAME_STACK_BYTES` (none when off).
+pub(super) fn stack_copy<'a>(
+    cfg: &config::Config,
+    entry: &'a EntryRegs,
+) -> Option<(&'a EntryRegs, usize)> {
+    (cfg.stack == StackMode::Native).then_some((entry, cfg.stack_bytes))
+}
+
+pub(super) fn prepare(
+    driver: &'static real::Driver,
+    ep: EntryPoint,
+    launch: Launch,
+) -> (std::sync::Arc<StreamState>, OpRecord) {
+    crate::config::test_panic(crate::config::PanicPoint::Record);
+    let time_ns = now_ns();
+    let pythoning = cost::start();
+    let python = crate::stack::python::PythonStack::capture_configured();
+    cost::add(cost::Phase::Python, pythoning);
+    let thread = crate::threads::thread_id();
+    if launch.kind == OpKind::Kernel {
+        names::note(driver, launch.handle);
+    }
+    let id = StreamId::resolve(launch.stream, ep.per_thread_default(), thread);
+    let state = streams::lookup(driver, id);
+    let op = OpRecord {
+        seq: 0,
+        launch,
+        entry_point: ep,
+        stream: id,
+        context: state.context,
+        device: state.device,
+        thread,
+        time_ns,
+        synchronous: false,
+        marked: false,
+        stack: StackRef::None,
+        python,
+    };
+    (state, op)
+}

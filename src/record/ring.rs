@@ -1,0 +1,221 @@
+//! The ring of one stream: its recent ops with their stack copies, and the unproven ops held
+//! beyond it.
+//!
+//! Both the ring and the stack copies are bounded, but ops not proven complete are held beyond
+//! them (see [`Ring`]): the op blame will name if the context dies is never dropped, however far
+//! the host runs ahead of the GPU.
+
+use super::OpRecord;
+use crate::stack::copy::StackCopy;
+use crate::stack::{EntryRegs, NativeStack, StackRef};
+use std::collections::VecDeque;
+
+/// Stack copies kept per stream, for the newest ops (nearly every op a report names is among
+/// them or is held, see [`Ring`]).
+pub(crate) const STACK_COPIES: usize = 32;
+/// Ops, and unwound stacks, held per stream after they left the ring or the copies without
+/// being proven complete (the oldest are kept, newer ones dropped when full).
+pub(crate) const HELD_OPS: usize = 4096;
+pub(crate) const HELD_STACKS: usize = 1024;
+
+/// A bounded ring of the most recent ops of one stream, in sequence order, with the stack copies
+/// of the newest of them.
+///
+/// An op that leaves the ring, or whose stack copy is reused, while not proven complete (the GPU
+/// is far behind the host, or the context died) is held until a progress marker or a successful
+/// synchronization proves it complete: its record in `held_ops`, its stack unwound into
+/// `held_stacks` (an unwind costs more than a copy, but only while the GPU is far behind, when
+/// the host has time to spare). Both keep the oldest unproven ops when full: the op that never
+/// completes, the culprit, is always the oldest of them, however far the host runs ahead.
+#[derive(Default)]
+pub(crate) struct Ring {
+    ops: VecDeque<OpRecord>,
+    pub(super) last_seq: u64,
+    /// The highest sequence number known complete when last looked (marker or synchronization).
+    known_completed: u64,
+    held_ops: VecDeque<OpRecord>,
+    held_stacks: VecDeque<(u64, NativeStack)>,
+    /// Round robin; each copy holds the op its `seq` names.
+    copies: Vec<StackCopy>,
+    next_copy: usize,
+}
+
+impl Ring {
+    /// Notes that the newest op's progress marker was enqueued behind it.
+    pub(crate) fn mark_newest(&mut self) {
+        if let Some(op) = self.ops.back_mut() {
+            op.marked = true;
+        }
+    }
+
+    /// Whether op `seq` is not proven complete; reads the marker (`completed`) only when what
+    /// is known does not settle it, and forgets held ops that are proven by now.
+    fn unproven(&mut self, seq: u64, completed: &dyn Fn() -> u64) -> bool {
+        if seq <= self.known_completed {
+            return false;
+        }
+        let known = self.known_completed.max(completed());
+        self.known_completed = known;
+        while self.held_ops.front().is_some_and(|o| o.seq <= known) {
+            self.held_ops.pop_front();
+        }
+        while self.held_stacks.front().is_some_and(|h| h.0 <= known) {
+            self.held_stacks.pop_front();
+        }
+        seq > known
+    }
+
+    /// Appends `op` with the next sequence number (returned), keeping at most `capacity` ops and
+    /// [`STACK_COPIES`] stack copies besides the held ones. With `copy` (the entry point's
+    /// registers and the bytes to copy), the launching thread's stack is copied for the op.
+    /// `completed`: the highest sequence number now proven complete.
+    pub(crate) fn push(
+        &mut self,
+        mut op: OpRecord,
+        capacity: usize,
+        copy: Option<(&EntryRegs, usize)>,
+        completed: &dyn Fn() -> u64,
+    ) -> u64 {
+        self.last_seq += 1;
+        let seq = self.last_seq;
+        op.seq = seq;
+        if let Some((regs, bytes)) = copy {
+            let copying = super::cost::start();
+            self.copy_stack(seq, regs, bytes, completed);
+            super::cost::add(super::cost::Phase::Stack, copying);
+            op.stack = StackRef::Copied;
+        }
+        if self.ops.len() >= capacity {
+            if let Some(old) = self.ops.pop_front() {
+                // A synchronous op completed before it was recorded: never a candidate.
+                if !old.synchronous
+                    && self.unproven(old.seq, completed)
+                    && self.held_ops.len() < HELD_OPS
+                {
+                    self.held_ops.push_back(old);
+                }
+            }
+        }
+        self.ops.push_back(op);
+        seq
+    }
+
+    fn copy_stack(
+        &mut self,
+        seq: u64,
+        regs: &EntryRegs,
+        bytes: usize,
+        completed: &dyn Fn() -> u64,
+    ) {
+        if self.copies.len() < STACK_COPIES {
+            self.copies.push(StackCopy::new(bytes));
+            self.next_copy = self.copies.len() % STACK_COPIES;
+            if let Some(c) = self.copies.last_mut() {
+                c.fill(seq, regs);
+            }
+            return;
+        }
+        let i = self.next_copy;
+        self.next_copy = (i + 1) % STACK_COPIES;
+        let leaving = self.copies[i].seq;
+        // `unproven` first: it also forgets held stacks proven by now, making room.
+        if leaving != 0 && self.unproven(leaving, completed) && self.held_stacks.len() < HELD_STACKS
+        {
+            let depth = crate::config::get().stack_depth;
+            self.held_stacks
+                .push_back((leaving, self.copies[i].unwind(depth)));
+        }
+        self.copies[i].fill(seq, regs);
+    }
+
+    /// The ops kept, oldest first: the held ones older than the ring, then the ring. Stacks are
+    /// unwound (`depth` frames) and kept ([`crate::stack::keep`]); an op whose copy was reused
+    /// without being held has none.
+    pub(super) fn view_ops(&self, depth: usize) -> Vec<OpRecord> {
+        let front = self.ops.front().map_or(u64::MAX, |o| o.seq);
+        self.held_ops
+            .iter()
+            .filter(|o| o.seq < front)
+            .chain(self.ops.iter())
+            .map(|&(mut o)| {
+                if o.stack == StackRef::Copied {
+                    let copy = self.copies.iter().find(|c| c.seq == o.seq);
+                    let held = self.held_stacks.iter().find(|h| h.0 == o.seq);
+                    o.stack = match (copy, held) {
+                        (Some(c), _) => crate::stack::keep(c.unwind(depth)),
+                        (None, Some(h)) => crate::stack::keep(h.1),
+                        (None, None) => StackRef::None,
+                    };
+                }
+                o
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::entry_points::EntryPoint;
+    use crate::record::{Launch, OpKind, StreamId};
+    use std::cell::Cell;
+
+    fn op() -> OpRecord {
+        OpRecord {
+            seq: 0,
+            launch: Launch {
+                kind: OpKind::Kernel,
+                handle: 1,
+                grid: [1; 3],
+                block: [1; 3],
+                shared_mem_bytes: 0,
+                bytes: 0,
+                stream: 0,
+            },
+            entry_point: EntryPoint::cuLaunchKernel,
+            stream: StreamId::Legacy,
+            context: 1,
+            device: 0,
+            thread: 1,
+            time_ns: 0,
+            synchronous: false,
+            marked: true,
+            stack: StackRef::None,
+            python: crate::stack::python::PythonStack::EMPTY,
+        }
+    }
+
+    #[test]
+    fn a_slow_healthy_op_does_not_cost_the_later_culprit() {
+        // #2 runs long while 300 ops queue behind it (ring of 16); then #2 completes and #151
+        // faults (the marker stops at #150); 5,000 more launches follow.
+        let mut ring = Ring::default();
+        let completed = Cell::new(1u64);
+        let done = || completed.get();
+        for _ in 0..300 {
+            ring.push(op(), 16, None, &done);
+        }
+        completed.set(150);
+        for _ in 0..5000 {
+            ring.push(op(), 16, None, &done);
+        }
+        let ops = ring.view_ops(16);
+        let first_unproven = ops.iter().find(|o| o.seq > completed.get()).map(|o| o.seq);
+        assert_eq!(first_unproven, Some(151));
+        // Held ops are bounded and proven ones were forgotten.
+        assert!(ring.held_ops.len() <= HELD_OPS);
+        assert!(ring.held_ops.front().unwrap().seq > 150);
+        assert_eq!(ops.last().unwrap().seq, 5300);
+    }
+
+    #[test]
+    fn proven_ops_are_not_held() {
+        let mut ring = Ring::default();
+        let done = || u64::MAX;
+        for _ in 0..1000 {
+            ring.push(op(), 16, None, &done);
+        }
+        assert!(ring.held_ops.is_empty());
+        assert_eq!(ring.view_ops(16).len(), 16);
+    }
+}

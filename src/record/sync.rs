@@ -1,0 +1,178 @@
+//! The cold path: `before` and `after` a non-enqueueing call (synchronizations, blocking copies, captures, context teardown).
+
+use super::hot::{prepare, stack_copy};
+use super::*;
+use crate::config::{self};
+use crate::cuda::entry_points::EntryPoint;
+use crate::cuda::*;
+use crate::real;
+use crate::stack::EntryRegs;
+use std::sync::atomic::Ordering;
+
+/// Records a blocking copy that succeeded: as a completed op of its stream when its return
+/// proves it complete (`complete`; no stack: a completed op is never a culprit), else as an
+/// ordinary op with a stack copy, followed by a progress marker. The record comes after the call
+/// (the ring lock is not held while the copy blocks), so an op another thread enqueued meanwhile
+/// may get the lower sequence number: markers then still only prove ops that preceded them.
+fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &EntryRegs) {
+    let Some(driver) = real::driver() else { return };
+    let (state, mut op) = prepare(driver, ep, launch);
+    op.synchronous = complete;
+    let cfg = config::get();
+    let copy = stack_copy(cfg, entry).filter(|_| !complete);
+    let mut ops = state.ops.lock();
+    op.seq = ops.push(op, cfg.ring, copy, &|| state.completed_now());
+    state.issued.store(op.seq, Ordering::Release);
+    if !complete && state.write_marker(driver, op.seq) {
+        ops.mark_newest();
+    }
+}
+
+/// What a call must remember before the real call: the streams a synchronization waits for and
+/// how many ops each had issued; the context a primary-context release or reset may destroy.
+pub(crate) struct SyncMark(Vec<(std::sync::Arc<StreamState>, u64)>, usize);
+
+/// Before a non-enqueueing call: note the streams a synchronization covers.
+pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
+    crate::config::test_panic(crate::config::PanicPoint::Record);
+    let driver = real::driver()?;
+    let issued = |s: std::sync::Arc<StreamState>| {
+        let n = s.issued.load(Ordering::Acquire);
+        (s, n)
+    };
+    match *call {
+        Call::BlockingCopy {
+            proves: Proves::CopyAndEarlier,
+            ..
+        }
+        | Call::SyncStream { .. } => {
+            let raw = call.stream().unwrap_or(0);
+            let id = StreamId::resolve(raw, ep.per_thread_default(), crate::threads::thread_id());
+            let s = streams::find(driver, id)?;
+            Some(SyncMark(vec![issued(s)], 0))
+        }
+        Call::SyncContext { ctx } => {
+            let ctx = if ctx != 0 {
+                ctx
+            } else {
+                driver.current_context()
+            };
+            Some(SyncMark(
+                streams::all()
+                    .into_iter()
+                    .filter(|s| s.context == ctx)
+                    .map(issued)
+                    .collect(),
+                0,
+            ))
+        }
+        Call::BeginCapture { .. } => {
+            // Raised before the real call: from the moment the stream may be capturing, every
+            // launch checks `cuStreamIsCapturing` (lowered again in `after` on failure).
+            CAPTURES_ACTIVE.fetch_add(1, Ordering::AcqRel);
+            None
+        }
+        Call::PrimaryContext { dev, .. } => {
+            Some(SyncMark(Vec::new(), driver.active_primary_context(dev)))
+        }
+        _ => None,
+    }
+}
+
+/// After a non-enqueueing call: a successful synchronization proves every op it covered completed;
+/// capture begin/end and stream destruction keep the tables right.
+pub(crate) fn after(
+    ep: EntryPoint,
+    call: &Call,
+    mark: Option<SyncMark>,
+    rc: CUresult,
+    entry: &EntryRegs,
+) {
+    if rc == CUDA_SUCCESS {
+        if let Some(SyncMark(list, _)) = &mark {
+            for &(ref s, n) in list {
+                s.host_completed.fetch_max(n, Ordering::AcqRel);
+            }
+        }
+    }
+    match *call {
+        Call::BlockingCopy { launch, proves } if rc == CUDA_SUCCESS => {
+            record_blocking_copy(ep, launch, proves == Proves::CopyAndEarlier, entry)
+        }
+        // SAFETY: on success the driver wrote a handle through `out`; `name` is the program's
+        // NUL-terminated kernel name.
+        Call::NameHandle { out, name } if rc == CUDA_SUCCESS && out != 0 && name != 0 => unsafe {
+            let handle = *(out as *const usize);
+            names::set(
+                handle,
+                std::ffi::CStr::from_ptr(name as *const std::ffi::c_char)
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        },
+        Call::AliasHandle { out, of } if rc == CUDA_SUCCESS && out != 0 => {
+            // SAFETY: as above.
+            names::alias(unsafe { *(out as *const usize) }, of);
+        }
+        Call::BeginCapture { .. } if rc != CUDA_SUCCESS => {
+            let _ = CAPTURES_ACTIVE
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
+        Call::BeginCapture { stream } => {
+            if let Some(driver) = real::driver() {
+                let thread = crate::threads::thread_id();
+                let id = StreamId::resolve(stream, ep.per_thread_default(), thread);
+                let now = now_ns();
+                let stack = live_stack(now, entry);
+                graphs::begin(streams::context_of(driver, id), id, stack, thread);
+            }
+        }
+        // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901) still ends the capture.
+        Call::EndCapture { stream, graph_out } if rc == CUDA_SUCCESS || rc == 901 => {
+            let _ = CAPTURES_ACTIVE
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            if let Some(driver) = real::driver() {
+                let id =
+                    StreamId::resolve(stream, ep.per_thread_default(), crate::threads::thread_id());
+                let graph = if rc == CUDA_SUCCESS && graph_out != 0 {
+                    // SAFETY: on success the driver wrote the graph through `graph_out`.
+                    unsafe { *(graph_out as *const usize) }
+                } else {
+                    0
+                };
+                graphs::end(streams::context_of(driver, id), id, graph);
+            }
+        }
+        Call::Instantiate { exec_out, graph } if rc == CUDA_SUCCESS && exec_out != 0 => {
+            // SAFETY: on success the driver wrote the executable graph through `exec_out`.
+            graphs::instantiate(graph, unsafe { *(exec_out as *const usize) });
+        }
+        Call::DestroyStream { stream } if rc == CUDA_SUCCESS => {
+            if let Some(driver) = real::driver() {
+                let id =
+                    StreamId::resolve(stream, ep.per_thread_default(), crate::threads::thread_id());
+                streams::retire(driver, id);
+            }
+        }
+        Call::UnseenWork { stream } if rc == CUDA_SUCCESS => {
+            if let Some(driver) = real::driver() {
+                let id =
+                    StreamId::resolve(stream, ep.per_thread_default(), crate::threads::thread_id());
+                streams::lookup(driver, id).note_unseen(ep);
+            }
+        }
+        Call::DestroyContext { ctx } if rc == CUDA_SUCCESS => streams::forget_context(ctx),
+        Call::PrimaryContext { dev, reset } if rc == CUDA_SUCCESS => {
+            let ctx = mark.as_ref().map_or(0, |m| m.1);
+            let gone = reset || real::driver().and_then(|d| d.primary_active(dev)) == Some(false);
+            match (gone, ctx) {
+                (false, _) => {}
+                // The handle could not be learned before the call: forget the device's contexts
+                // (losing some history is harmless; a slot in unregistered memory is not).
+                (true, 0) => streams::forget_device(dev),
+                (true, ctx) => streams::forget_context(ctx),
+            }
+        }
+        _ => {}
+    }
+}
