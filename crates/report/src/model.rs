@@ -81,8 +81,9 @@ pub struct Process {
     /// `SLURM_JOB_ID`, else `TORCHELASTIC_RUN_ID`, else null.
     #[serde(default)]
     pub job_id: Option<String>,
-    /// When the process started, wall-clock ns since the Unix epoch (10 ms resolution); null in
-    /// reports written before this field existed. `summary` tells runs of one job apart by it.
+    /// When cudablame was loaded into the process (at its start under `LD_PRELOAD`), wall-clock
+    /// ns since the Unix epoch (`CLOCK_REALTIME`); null in reports written before this field
+    /// existed. `summary` tells runs of one job apart by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time_ns: Option<u64>,
 }
