@@ -79,8 +79,8 @@ fn remember_error_string(rc: CUresult, written: &cudablame_report::model::Report
         // library's local scope is not found here; its text is then matched against the
         // driver's, which scripts/gpu-errstr.sh checks is the same text).
         // SAFETY: a pseudo-handle and a C string.
-        forward = unsafe { crate::real::dlsym(libc::RTLD_NEXT, c"cudaGetErrorString".as_ptr()) }
-            as usize;
+        forward =
+            unsafe { crate::real::dlsym(libc::RTLD_NEXT, c"cudaGetErrorString".as_ptr()) } as usize;
     }
     let runtime_text = error_string::runtime_code(rc)
         .filter(|_| forward != 0)

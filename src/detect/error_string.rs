@@ -80,12 +80,7 @@ pub(crate) fn publish(
         texts,
     }));
     if DECORATED
-        .compare_exchange(
-            std::ptr::null_mut(),
-            d,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        )
+        .compare_exchange(std::ptr::null_mut(), d, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
     {
         // Another report published first (not expected: one per process). Ours was never

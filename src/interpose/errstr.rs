@@ -88,8 +88,7 @@ fn real_cuda_get_error_string(caller: usize) -> usize {
     }
     let ours = cuda_get_error_string_address();
     // SAFETY: a pseudo-handle and a C string.
-    let global =
-        unsafe { real::dlsym(libc::RTLD_NEXT, c"cudaGetErrorString".as_ptr()) } as usize;
+    let global = unsafe { real::dlsym(libc::RTLD_NEXT, c"cudaGetErrorString".as_ptr()) } as usize;
     if global != 0 && global != ours {
         RUNTIME_FORWARD.store(global, Ordering::Release);
         return global;
