@@ -148,7 +148,9 @@ fn python_executable(python: &str) -> Result<(String, bool), String> {
     let mut lines = text.lines();
     let exe = lines.next().unwrap_or("").trim().to_string();
     if !Path::new(&exe).is_absolute() {
-        return Err(format!("{python} did not say where it lives (sys.executable {exe:?})"));
+        return Err(format!(
+            "{python} did not say where it lives (sys.executable {exe:?})"
+        ));
     }
     Ok((exe, lines.next().map(str::trim) == Some("True")))
 }
@@ -228,7 +230,11 @@ fn uninstall(w: Where) -> Result<String, String> {
         ));
     }
     std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
-    Ok(format!("removed kernel {:?} from {}", w.name, dir.display()))
+    Ok(format!(
+        "removed kernel {:?} from {}",
+        w.name,
+        dir.display()
+    ))
 }
 
 #[cfg(test)]
@@ -245,7 +251,13 @@ mod tests {
         );
         assert_eq!(
             spec["argv"],
-            json!(["/env/bin/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"])
+            json!([
+                "/env/bin/python3",
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "{connection_file}"
+            ])
         );
         assert_eq!(spec["env"]["LD_PRELOAD"], "/opt/lib/libcudablame.so");
         assert_eq!(spec["env"]["CUDABLAME_REPORT"], "/r/cudablame-%h-%p.json");
