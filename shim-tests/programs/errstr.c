@@ -1,11 +1,12 @@
 /* The error strings a program sees before and after a sticky error (issue 23).
  *
- * Usage: errstr CODE HOW   (linked with -lcuda, the fake, and libcudart.so.13 from
+ * Usage: errstr CODE HOW [late]   (linked with -lcuda, the fake, and libcudart.so.13 from
  * errstr_cudart.c). A kernel faulting with CODE (710 device-side assert, 702 launch timeout) is
  * launched at LAUNCH_LINE on the legacy stream, then the context is synchronized. Before and
  * after, cuGetErrorString is reached HOW: `direct` (the exported symbol), `proc`
  * (cuGetProcAddress_v2, as the static runtime does) or `dlsym` (dlsym on libcuda.so.1, as
- * Triton and ctypes do). Prints key=value lines for the test. */
+ * Triton and ctypes do). With `late`, cudaGetErrorString is first called after the error.
+ * Prints key=value lines for the test. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +63,9 @@ int main(int argc, char **argv) {
         if (!get_error_string) check("dlsym", 1);
     }
     show_cu("before_cu", code);
-    printf("before_rt=%s\n", cudaGetErrorString((int)code));
+    /* `late`: the runtime's string is asked for only after the error (as PyTorch does). */
+    int late = argc > 3 && !strcmp(argv[3], "late");
+    printf("before_rt=%s\n", late ? "(not asked)" : cudaGetErrorString((int)code));
     check("cuDeviceGet", cuDeviceGet(&dev, 0));
     check("retain", cuDevicePrimaryCtxRetain(&ctx, dev));
     check("set", cuCtxSetCurrent(ctx));

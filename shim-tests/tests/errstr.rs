@@ -43,7 +43,11 @@ fn note(run: &Run, kernel: &str) -> String {
 }
 
 fn run_errstr(code: &str, how: &str, shim_on: bool, env: &[(&str, &str)]) -> Run {
-    let r = run(&program(), &[code, how], shim_on, env);
+    run_args(&[code, how], shim_on, env)
+}
+
+fn run_args(args: &[&str], shim_on: bool, env: &[(&str, &str)]) -> Run {
+    let r = run(&program(), args, shim_on, env);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     r
 }
@@ -122,6 +126,23 @@ fn the_runtime_s_own_text_is_the_one_decorated() {
         r.printed("after_rt"),
         format!("the launch timed out and was terminated (runtime) {n}")
     );
+}
+
+#[test]
+fn the_runtime_first_asked_after_the_report_is_found_then() {
+    // No cudaGetErrorString before the fault: the report looks the runtime up itself
+    // (dlsym(RTLD_NEXT)) to learn its text, which differs from the driver's for 702 here.
+    let r = run_args(&["702", "direct", "late"], true, &[]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.printed("before_rt"), "(not asked)");
+    assert_eq!(
+        r.printed("after_rt"),
+        format!(
+            "the launch timed out and was terminated (runtime) {}",
+            note(&r, "slow_kernel")
+        )
+    );
+    assert_eq!(r.printed("stable_rt"), "1");
 }
 
 #[test]
