@@ -95,6 +95,9 @@ error_signature() {
     if [[ -z $line ]]; then
         line=$(grep -E '^[A-Za-z_][A-Za-z0-9_.]*(Error|Exception): ' "$f" 2>/dev/null | tail -n 1)
     fi
+    # The note cudablame appends to the reported error's string (CUDABLAME_ERROR_STRING) is
+    # the one intended difference: compare the rest.
+    line=$(sed -E 's/ \[cudablame: [^]]*\]//' <<<"$line")
     printf '%s' "$line"
 }
 

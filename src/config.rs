@@ -52,6 +52,10 @@ pub(crate) struct Config {
     /// many resources, which autotuners handle) gets a full report (default off: one stderr
     /// line, once, no file).
     pub(crate) report_nonsticky: bool,
+    /// `CUDABLAME_ERROR_STRING`: after a sticky-error report, `cuGetErrorString` and
+    /// `cudaGetErrorString` of that code append one `[cudablame: culprit ...]` line to the real
+    /// text (default on; `detect::error_string`).
+    pub(crate) error_string: bool,
     /// `CUDABLAME_TEST_PANIC` (test-only, undocumented for users): make cudablame's own code
     /// panic at this point, to prove the program is unaffected (`describe`, `record`, `report`,
     /// `resolve`).
@@ -74,6 +78,7 @@ impl Default for Config {
             python_depth: 32,
             stats: false,
             report_nonsticky: false,
+            error_string: true,
             test_panic: None,
         }
     }
@@ -141,6 +146,7 @@ pub(crate) const VARIABLES: &[&str] = &[
     "CUDABLAME_PYTHON_DEPTH",
     "CUDABLAME_STATS",
     "CUDABLAME_REPORT_NONSTICKY",
+    "CUDABLAME_ERROR_STRING",
     "CUDABLAME_TEST_PANIC",
     // Read by the `cudablame` command (where libcudablame.so is), not by the library.
     "CUDABLAME_LIB",
@@ -267,6 +273,9 @@ impl Config {
         }
         if let Some(v) = get("CUDABLAME_REPORT_NONSTICKY") {
             c.report_nonsticky = on_off("CUDABLAME_REPORT_NONSTICKY", &v, false, &mut w);
+        }
+        if let Some(v) = get("CUDABLAME_ERROR_STRING") {
+            c.error_string = on_off("CUDABLAME_ERROR_STRING", &v, true, &mut w);
         }
         if let Some(v) = get("CUDABLAME_MARKERS") {
             c.markers = on_off("CUDABLAME_MARKERS", &v, true, &mut w);

@@ -10,6 +10,8 @@ use crate::safety::Resettable;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub(crate) mod error_string;
+
 /// Which reports were written: bit 0 the sticky-error report, bit 1 the launch-error report.
 /// A mutex, not a flag: a second thread that hits the error meanwhile waits until the report is
 /// on disk before its call returns. Resettable: a forked child starts with none written.
@@ -49,7 +51,50 @@ pub(crate) fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Opt
         }
         return;
     }
-    report::emit(ep, call, rc, unrecorded.filter(|_| trigger == LAUNCH));
+    let written = report::emit(ep, call, rc, unrecorded.filter(|_| trigger == LAUNCH));
+    if trigger == STICKY && crate::config::get().error_string {
+        remember_error_string(rc, &written);
+    }
+}
+
+/// Publishes the decorated error strings of the reported sticky error `rc` (see
+/// [`error_string`]), with the real texts of the driver's `cuGetErrorString` and of the runtime's
+/// `cudaGetErrorString` that cudablame's export forwards to, where found.
+fn remember_error_string(rc: CUresult, written: &cudablame_report::model::Report) {
+    use std::ffi::{c_char, c_int, CStr};
+    let note = cudablame_report::text::error_string_note(written);
+    let driver_text = crate::real::driver()
+        .and_then(|d| d.own.get_error_string)
+        .and_then(|f| {
+            let mut s: *const c_char = std::ptr::null();
+            // SAFETY: the driver's cuGetErrorString with a valid out pointer; it stores a static
+            // NUL-terminated string it owns (driver API, "Error Handling").
+            (unsafe { f(rc, &mut s) } == CUDA_SUCCESS && !s.is_null())
+                // SAFETY: non-NULL, static and NUL-terminated (checked above).
+                .then(|| unsafe { CStr::from_ptr(s) })
+        });
+    let mut forward = error_string::RUNTIME_FORWARD.load(Ordering::Acquire);
+    if forward == 0 {
+        // Not called yet: the next definition in the global scope (a runtime only in a
+        // library's local scope is not found here; its text is then matched against the
+        // driver's, which scripts/gpu-errstr.sh checks is the same text).
+        // SAFETY: a pseudo-handle and a C string.
+        forward =
+            unsafe { crate::real::dlsym(libc::RTLD_NEXT, c"cudaGetErrorString".as_ptr()) } as usize;
+    }
+    let runtime_text = error_string::runtime_code(rc)
+        .filter(|_| forward != 0)
+        .and_then(|code| {
+            // SAFETY: `forward` is the runtime's `cudaGetErrorString(cudaError_t)`
+            // (cuda_runtime_api.h), found by `interpose::errstr`; it returns a static string.
+            let f: unsafe extern "C" fn(c_int) -> *const c_char =
+                unsafe { std::mem::transmute(forward) };
+            // SAFETY: as above.
+            let s = unsafe { f(code) };
+            // SAFETY: NULL or a static NUL-terminated string of the runtime.
+            (!s.is_null()).then(|| unsafe { CStr::from_ptr(s) })
+        });
+    error_string::publish(rc, &note, driver_text, runtime_text);
 }
 
 /// The one stderr line for a launch that failed by itself (not sticky).
@@ -78,6 +123,7 @@ fn quiet_line(ep: EntryPoint, rc: CUresult, op: &OpRecord) {
 /// lock: another parent thread may have held it at fork time (see `safety::Resettable`).
 pub(crate) fn reset_after_fork() {
     WRITTEN.reset_in_child();
+    error_string::reset_after_fork();
     ERRORS_SEEN.store(0, Ordering::Relaxed);
     STICKY_SEEN.store(0, Ordering::Relaxed);
 }

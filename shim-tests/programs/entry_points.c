@@ -158,7 +158,8 @@ typedef void *CUmemoryPool_;
     X(cuStreamWriteValue64_v2_ptsz, (CUstream, CUdeviceptr, cuuint64_t, unsigned))               \
     X(cuCtxDestroy_v2, (CUcontext))                                                               \
     X(cuDevicePrimaryCtxReset_v2, (CUdevice))                                                     \
-    X(cuDevicePrimaryCtxRelease_v2, (CUdevice))
+    X(cuDevicePrimaryCtxRelease_v2, (CUdevice))                                                   \
+    X(cuGetErrorString, (CUresult, const char **))
 
 /* Functions the script needs that cudablame does not hook (resolved the same way). */
 #define HELPERS(X)                                                                                \
@@ -574,9 +575,24 @@ int main(int argc, char **argv) {
     CALL(cuCtxSynchronize_v2, NULL);
     CALL(cuCtxSynchronize_v2, ctx);
 
+    /* ---- error strings before any error: the driver's own, byte for byte ---- */
+    const char *text = "unset";
+    CALL(cuGetErrorString, 700, &text);
+    OUT("text", "%s", text ? text : "(null)");
+    CALL(cuGetErrorString, 12345, &text);
+    OUT("text", "%s", text ? text : "(null)");
+    CALL(cuGetErrorString, 710, NULL);
+
     /* ---- after a sticky error every call returns it (or its own exemption) ---- */
     CALL(cuLaunchKernel, oob, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
     CALL(cuStreamSynchronize, s);
+    /* The reported code's string starts with the driver's text (cudablame appends a note to
+     * it, shim-tests/tests/errstr.rs); every other code's is the driver's own. */
+    text = "unset";
+    CALL(cuGetErrorString, 700, &text);
+    OUT("text_start", "%.40s", text ? text : "(null)");
+    CALL(cuGetErrorString, 710, &text);
+    OUT("text", "%s", text ? text : "(null)");
     CALL(cuCtxSynchronize);
     CALL(cuLaunchKernel, quick, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
     CALL(cuLaunchKernel_ptsz, quick, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);

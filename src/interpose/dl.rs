@@ -110,7 +110,7 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
 }
 
 /// cudablame's own export named `symbol` (a hooked entry point, `cuGetProcAddress*`,
-/// `cudaGetDriverEntryPoint*`), if it is one.
+/// `cudaGetDriverEntryPoint*`, the error strings), if it is one.
 ///
 /// # Safety
 /// `symbol` is NULL or NUL-terminated.
@@ -129,6 +129,8 @@ unsafe fn own_export(symbol: *const c_char) -> Option<usize> {
         b"cudaGetDriverEntryPointByVersion" => {
             cudaGetDriverEntryPointByVersion as *const () as usize
         }
+        b"cuGetErrorString" => super::errstr::cu_get_error_string_address(),
+        b"cudaGetErrorString" => super::errstr::cuda_get_error_string_address(),
         _ => exports::wrapper_address(EntryPoint::from_name(name)?),
     })
 }
@@ -206,8 +208,11 @@ unsafe extern "C" fn dlsym_in_handle(handle: *mut c_void, symbol: *const c_char)
     }
     if ours == cudaGetDriverEntryPoint as *const () as usize
         || ours == cudaGetDriverEntryPointByVersion as *const () as usize
+        || ours == super::errstr::cuda_get_error_string_address()
     {
-        return p; // A runtime's own entry: not a driver function.
+        // A runtime's own entry: not a driver function. (`cudaGetErrorString` looked up in a
+        // runtime's handle stays that runtime's plain one.)
+        return p;
     }
     let wrapped = crate::safety::guarded(|| wrap_resolved(p as usize)).unwrap_or(p as usize);
     crate::safety::guarded(|| debug_resolution("dlsym", symbol, p as usize, wrapped));

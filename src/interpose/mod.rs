@@ -19,6 +19,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod dl;
+mod errstr;
 pub(crate) mod exports;
 mod pthread;
 mod resolvers;
@@ -122,6 +123,9 @@ pub(crate) fn wrap_resolved(address: usize) -> usize {
     }
     if address == d.get_proc_address_v2 {
         return cuGetProcAddress_v2 as *const () as usize;
+    }
+    if d.own.get_error_string.map(|f| f as usize) == Some(address) {
+        return errstr::cu_get_error_string_address();
     }
     match d.entry_point_at(address) {
         Some(ep) => exports::wrapper_address(ep),

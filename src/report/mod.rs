@@ -22,7 +22,12 @@ const RECENT_PER_STREAM: usize = 8;
 
 /// Builds and emits the report for an error returned by `ep`. `failed_launch` is set when the
 /// call was a launch that failed by itself (non-sticky): it is then the `exact` culprit.
-pub(crate) fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpRecord>) {
+pub(crate) fn emit(
+    ep: EntryPoint,
+    call: &Call,
+    rc: CUresult,
+    failed_launch: Option<OpRecord>,
+) -> Report {
     let cfg = config::get();
     crate::config::test_panic(crate::config::PanicPoint::Report);
     let started = std::time::Instant::now();
@@ -42,6 +47,7 @@ pub(crate) fn emit(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Opt
     if cfg.text {
         crate::safety::write_stderr(text::render(&report).as_bytes());
     }
+    report
 }
 
 fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpRecord>) -> Report {

@@ -7,6 +7,7 @@
 
 mod common;
 mod demo;
+mod jupyter;
 mod locate;
 mod run;
 mod show;
@@ -23,11 +24,12 @@ Examples:
   srun cudablame run --report 'cb-%h-r%r.json' -- python train.py     (each rank reports)
   cudablame summary .                         which rank failed first, from all reports here
   cudablame show cb-node1-r3.json             a JSON report as text
+  cudablame jupyter install                   a notebook kernel running under cudablame
 
 Variables (set by `run` options, or directly): CUDABLAME_REPORT, CUDABLAME_TRACE, CUDABLAME_TEXT,
 CUDABLAME_MARKERS, CUDABLAME_STACK, CUDABLAME_STACK_DEPTH, CUDABLAME_STACK_BYTES, CUDABLAME_PYTHON,
-CUDABLAME_PYTHON_DEPTH, CUDABLAME_RING, CUDABLAME_DEBUG, CUDABLAME_STATS, CUDABLAME_REPORT_NONSTICKY
-(README, docs/cli.md).
+CUDABLAME_PYTHON_DEPTH, CUDABLAME_RING, CUDABLAME_DEBUG, CUDABLAME_STATS, CUDABLAME_REPORT_NONSTICKY,
+CUDABLAME_ERROR_STRING (README, docs/cli.md).
 CUDABLAME_LIB: the libcudablame.so that `run` and `demo` preload (default: beside this command,
 ../lib/cudablame/, the Python package, else the copy this command carries, written once to
 ~/.cache/cudablame/). Use `cudablame help <command>` for a command's options and examples.";
@@ -66,6 +68,8 @@ enum Command {
         after_help = "Examples:\n  cudablame demo\n  cudablame demo --simulated --report /tmp/demo-%p.json"
     )]
     Demo(demo::DemoArgs),
+    #[command(about = jupyter::ABOUT, after_help = jupyter::EXAMPLES)]
+    Jupyter(jupyter::JupyterArgs),
     /// (internal) the demo's faulty program, run under the shim by `demo`.
     #[command(hide = true)]
     DemoChild,
@@ -78,6 +82,7 @@ fn main() -> ExitCode {
         Some(Command::Show(args)) => show::show(args),
         Some(Command::Summary(args)) => summary::summary(args),
         Some(Command::Demo(args)) => demo::demo(args),
+        Some(Command::Jupyter(args)) => jupyter::jupyter(args),
         Some(Command::DemoChild) => demo::child(),
         None => demo::demo(demo::DemoArgs::default()),
     }

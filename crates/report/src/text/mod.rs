@@ -9,9 +9,11 @@
 mod frames;
 mod lead;
 mod names;
+mod note;
 mod timeline;
 
 pub use names::{brief, op_brief, recorded_ops};
+pub use note::error_string_note;
 
 use frames::stacks;
 use lead::{failed_itself, lead, sentence};
