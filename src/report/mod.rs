@@ -387,6 +387,10 @@ fn thread_start(tid: u32) -> Option<String> {
             (n, ..) => n.unwrap_or_else(|| "??".into()),
         })
     };
+    // A function pointer run by a std::thread: the function itself (issue 19 item 3).
+    if let Some(f) = crate::threads::std_thread_function(&s).and_then(at) {
+        return Some(format!("std::thread running {f}"));
+    }
     match crate::threads::type_name(&s) {
         Some(t) => {
             let ty = demangle_type(t.trim_start_matches('*'));
