@@ -364,7 +364,7 @@ fn thread_start(tid: u32) -> Option<String> {
     // With line tables, the outermost frame in the program's own sources (not a system header)
     // is where the callable is written.
     let at = |addr: usize| {
-        let frames = stack::symbolize(&[addr + 2], 8);
+        let frames = stack::symbolize([addr + 2], 8);
         let system = |f: &Frame| {
             f.file
                 .as_deref()
