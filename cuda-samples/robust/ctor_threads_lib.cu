@@ -16,7 +16,9 @@ static void* worker(void* arg) {
     return out;
 }
 
-extern "C" int ctor_result = 0;
+extern "C" {
+int ctor_result = 0;
+}
 
 __attribute__((constructor)) static void start_and_wait() {
     static int token = 42;
