@@ -9,7 +9,13 @@
 // not write its markers (a new fault in B, or markers off). The stream is synchronized (must
 // succeed: a failure here is cudablame's doing), then B runs ptx_fill and the culprit
 // ptx_scatter on that stream, and the sync reports 700. Run it also with
-// CUDABLAME_MARKERS=every (a marker after every op): the culprit must stay exact.
+// CUDABLAME_MARKERS=every (a marker after every op): the culprit must stay exact:
+//   scripts/gpu-check.sh marker_other_context
+//   CUDABLAME_MARKERS=every scripts/gpu-check.sh marker_other_context
+// A copy may be issued to a stream that is not the current context's ("A memory copy will
+// succeed even if it is issued to a stream that is not associated to the current device",
+// CUDA C++ Programming Guide, Multi-Device System, Stream and Event Behavior); a kernel launch
+// may not, hence the copy.
 //
 // Timeline:
 //   B = cuCtxCreate(dev 0): module, stream sB (non-blocking), buffer; A = cuCtxCreate(dev 0)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu-robust.sh: issue 19's "never crash, hang or slow the program" checks on a real GPU
-# (items 1, 2 and 3; item 7 is cuda-samples/marker_other_context.cu in gpu-check.sh). Builds the
+# (items 1, 2 and 3; item 7 is cuda-samples/marker_other_context.cu in gpu-check.sh, also to be
+# run as `CUDABLAME_MARKERS=every scripts/gpu-check.sh marker_other_context`). Builds the
 # programs of cuda-samples/robust/ with nvcc and runs each with and without the shim:
 #   first_call_race   8 threads behind a barrier make their first CUDA call, 100 forked
 #                     rounds: no crash (item 1)
