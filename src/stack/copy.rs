@@ -100,6 +100,7 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn unwinding_a_copy_finds_the_callers() {
+        let _serial = super::super::unwind::TEST_LOCK.lock();
         let mut copy = StackCopy::new(16 * 1024);
         outer(&mut copy);
         assert_eq!(copy.seq, 7);

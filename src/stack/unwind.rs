@@ -330,13 +330,29 @@ fn scan() -> Modules {
 /// Rebuilds the module list if it is missing or, at most every [`RESCAN_NS`], if modules were
 /// loaded or unloaded since.
 fn refresh(now_ns: u64) {
+    refresh_with(now_ns, scan);
+}
+
+/// What [`refresh_with`] did.
+#[derive(Debug, PartialEq)]
+enum Refreshed {
+    /// The list is fresh enough (or a `dlclose` is in progress): nothing scanned.
+    Unchanged,
+    /// A new list was scanned and stored.
+    Stored,
+    /// A new list was scanned while a `dlclose` began or ended: dropped.
+    Dropped,
+}
+
+/// [`refresh`] with the module scan given (tests make a `dlclose` happen during it).
+fn refresh_with(now_ns: u64, scan: impl FnOnce() -> Modules) -> Refreshed {
     if UNLOADING.load(Ordering::Acquire) > 0 {
-        return;
+        return Refreshed::Unchanged;
     }
     let last = LAST_CHECK_NS.load(Ordering::Relaxed);
     let have = MODULES.get().read().is_some();
     if have && now_ns.saturating_sub(last) < RESCAN_NS {
-        return;
+        return Refreshed::Unchanged;
     }
     LAST_CHECK_NS.store(now_ns, Ordering::Relaxed);
     let epoch = UNLOAD_EPOCH.load(Ordering::Acquire);
@@ -347,15 +363,18 @@ fn refresh(now_ns: u64) {
         .as_ref()
         .is_some_and(|m| m.counters == counters)
     {
-        return;
+        return Refreshed::Unchanged;
     }
     let fresh = scan();
     // A `dlclose` that began during the scan may have unmapped a module the scan listed: the list
     // is stored only if none began or ended meanwhile (checked under the lock `unloading` takes
-    // before it unloads), else dropped (the next capture scans again).
+    // before it unloads), else dropped (the next capture scans again; issue 19 item 6).
     let mut modules = MODULES.get().write();
     if UNLOADING.load(Ordering::Acquire) == 0 && UNLOAD_EPOCH.load(Ordering::Acquire) == epoch {
         *modules = Some(fresh);
+        Refreshed::Stored
+    } else {
+        Refreshed::Dropped
     }
 }
 
@@ -500,4 +519,70 @@ pub(crate) fn forget_after_fork() {
     MODULES.reset_in_child();
     SPANS.reset_in_child();
     LAST_CHECK_NS.store(0, Ordering::Relaxed);
+}
+
+/// Serializes the unit tests that empty or replace the module list with those that need it.
+#[cfg(test)]
+pub(crate) static TEST_LOCK: parking_lot::Mutex<()> = parking_lot::const_mutex(());
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A module list scanned while a `dlclose` ran (here: began during the scan) may name a
+    /// library unmapped meanwhile: it is never stored.
+    #[test]
+    fn a_module_list_scanned_during_a_dlclose_is_not_stored() {
+        let _serial = TEST_LOCK.lock();
+        // Other tests unwind meanwhile: retry until this one's refresh is the one that scans.
+        let mut outcome = Refreshed::Unchanged;
+        for _ in 0..100 {
+            MODULES.reset_in_child();
+            outcome = refresh_with(u64::MAX / 2, || {
+                let m = scan();
+                UNLOAD_EPOCH.fetch_add(1, Ordering::AcqRel); // a dlclose begins
+                m
+            });
+            if outcome != Refreshed::Unchanged {
+                break;
+            }
+        }
+        assert_eq!(outcome, Refreshed::Dropped);
+        let mut outcome = Refreshed::Unchanged;
+        for _ in 0..100 {
+            MODULES.reset_in_child();
+            outcome = refresh_with(u64::MAX / 2, scan);
+            if outcome != Refreshed::Unchanged {
+                break;
+            }
+        }
+        assert_eq!(outcome, Refreshed::Stored);
+    }
+
+    #[test]
+    fn a_frame_in_a_module_first_seen_after_the_stack_is_unloaded() {
+        let _serial = TEST_LOCK.lock();
+        let here = a_frame_in_a_module_first_seen_after_the_stack_is_unloaded as *const () as usize;
+        sync_spans(); // this binary's span is noted in the generation it was loaded in
+        let gen = load_generation();
+        assert!(!loaded_after(0x1800, gen), "nothing unloaded since");
+        // An unload, then a module at 0x1000..0x2000 first seen after it.
+        LOAD_GEN.fetch_add(1, Ordering::AcqRel);
+        SPANS.get().lock().spans.insert(
+            0,
+            Span {
+                lo: 0x1000,
+                hi: 0x2000,
+                name: b"fake".to_vec(),
+                gen: gen + 1,
+            },
+        );
+        assert!(loaded_after(0x1800, gen), "a stack of before the unload");
+        assert!(!loaded_after(0x1800, gen + 1), "a stack of after it");
+        assert!(
+            !loaded_after(here, gen),
+            "a module seen before keeps its generation"
+        );
+        SPANS.get().lock().spans.retain(|s| s.lo != 0x1000);
+    }
 }
