@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// Creations and bindings kept.
 pub(crate) const SLOTS: usize = 1024;
 /// Words of a `std::thread` state object copied at creation (the vtable pointer, then the
-/// callable's tuple): enough for a function pointer and up to 7 words of arguments.
+/// callable's tuple): a function pointer and up to 6 words of arguments.
 pub(crate) const STATE_WORDS: usize = 8;
 
 static GEN: AtomicU64 = AtomicU64::new(1);
