@@ -4,7 +4,7 @@
 //! program; and a forked child forgets the parent's tables ([`register_fork_handler`], given the
 //! reset of every table by `interpose`, the top of the data path).
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 /// Set by the first panic in cudablame's code: every hook then only makes the real call.
 static DISABLED: AtomicBool = AtomicBool::new(false);
@@ -203,20 +203,48 @@ pub(crate) fn register_fork_handler(child: extern "C" fn()) {
     }
 }
 
-/// A value computed once, like `std::sync::OnceLock`, but **never waited for**: threads that find
-/// it missing all compute it and the first to publish wins (the others' values are dropped).
-/// A `OnceLock` being initialized when another thread calls `fork()` stays "being initialized"
-/// forever in the child, whose first `get_or_init` then hangs; this one cannot. For values whose
-/// computation is idempotent and has no side effects that must happen once (configuration parsed
-/// from the environment, driver symbols looked up).
+/// A value computed once, like `std::sync::OnceLock`, but safe where `OnceLock` is not inside a
+/// preloaded library: across `fork`, under the dynamic loader's lock, and when re-entered.
+///
+/// One thread (the *builder*, noted as `pid << 32 | tid`) computes the value; threads that find it
+/// being computed wait for it, at most [`ForkSafeOnce::WAIT`], then compute their own (the first
+/// value published wins, the others are dropped). So:
+/// - normally the value is computed **once** (issue 19 item 1: eight threads making their first
+///   hooked call at once each rebuilt the driver table, and each patched the driver's import
+///   slots, one re-protecting the page while another was writing it: SIGSEGV);
+/// - a `fork()` while another thread builds cannot leave the child waiting forever (`OnceLock`
+///   does: its state stays "running" in the child): a builder of another pid is replaced;
+/// - the builder re-entering (its computation reaching a hooked call that needs the value)
+///   computes a value of its own instead of waiting for itself;
+/// - a builder blocked by its waiter (a waiter holding glibc's loader lock in a library
+///   constructor while the builder needs it for `dladdr`) delays the waiter by [`Self::WAIT`]
+///   once instead of deadlocking;
+/// - a builder that panics gives the role back.
+///
+/// Because a value may still be computed twice in those rare cases, the computation must be
+/// idempotent; side effects that must happen once (patching the driver's import slots) take a
+/// once-flag of their own (`real::printf::hook_driver`).
 pub(crate) struct ForkSafeOnce<T> {
     value: AtomicPtr<T>,
+    /// `pid << 32 | tid` of the thread computing the value, 0 when none.
+    builder: AtomicU64,
+}
+
+/// `pid << 32 | tid` of the calling thread.
+fn process_and_thread() -> u64 {
+    // SAFETY: getpid and gettid have no preconditions.
+    let (pid, tid) = unsafe { (libc::getpid(), libc::gettid()) };
+    ((pid as u32 as u64) << 32) | tid as u32 as u64
 }
 
 impl<T> ForkSafeOnce<T> {
+    /// How long a thread waits for another thread's computation before computing its own.
+    pub(crate) const WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
     pub(crate) const fn new() -> Self {
         ForkSafeOnce {
             value: AtomicPtr::new(std::ptr::null_mut()),
+            builder: AtomicU64::new(0),
         }
     }
 
@@ -227,12 +255,9 @@ impl<T> ForkSafeOnce<T> {
         unsafe { p.as_ref() }
     }
 
-    /// The value, computing it (possibly concurrently with other threads) if missing.
-    pub(crate) fn get_or_init(&self, f: impl FnOnce() -> T) -> &T {
-        if let Some(v) = self.get() {
-            return v;
-        }
-        let mine = Box::into_raw(Box::new(f()));
+    /// Publishes `v` unless a value is published already; returns the published one.
+    fn publish(&self, v: T) -> &T {
+        let mine = Box::into_raw(Box::new(v));
         match self.value.compare_exchange(
             std::ptr::null_mut(),
             mine,
@@ -244,8 +269,71 @@ impl<T> ForkSafeOnce<T> {
             Err(theirs) => {
                 // SAFETY: `mine` was never shared; `theirs` is published and never freed.
                 drop(unsafe { Box::from_raw(mine) });
-                // SAFETY: `theirs` was published by the winning thread and is never freed.
+                // SAFETY: `theirs` was published by another computation and is never freed.
                 unsafe { &*theirs }
+            }
+        }
+    }
+
+    /// The value, computing it if missing: by this thread if no other is computing it, else
+    /// waiting for that one (see the type's documentation for when it does not wait).
+    pub(crate) fn get_or_init(&self, f: impl FnOnce() -> T) -> &T {
+        if let Some(v) = self.get() {
+            return v;
+        }
+        let me = process_and_thread();
+        let started = std::time::Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let b = self.builder.load(Ordering::Acquire);
+            if b == me {
+                // Re-entered by our own computation: waiting would wait for ourselves.
+                return self.publish(f());
+            }
+            if b == 0 || b >> 32 != me >> 32 {
+                // Nobody builds, or the builder was a thread of the parent of a forked child.
+                if self
+                    .builder
+                    .compare_exchange(b, me, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    /// Gives the builder role back unless the value was published (a panic).
+                    struct Release<'a>(&'a AtomicU64, u64, bool);
+                    impl Drop for Release<'_> {
+                        fn drop(&mut self) {
+                            if !self.2 {
+                                let _ = self.0.compare_exchange(
+                                    self.1,
+                                    0,
+                                    Ordering::AcqRel,
+                                    Ordering::Acquire,
+                                );
+                            }
+                        }
+                    }
+                    let mut role = Release(&self.builder, me, false);
+                    if let Some(v) = self.get() {
+                        role.2 = true;
+                        return v;
+                    }
+                    let v = self.publish(f());
+                    role.2 = true;
+                    return v;
+                }
+                continue;
+            }
+            if let Some(v) = self.get() {
+                return v;
+            }
+            if started.elapsed() >= Self::WAIT {
+                // The builder is blocked (possibly by a lock this thread holds) or very slow.
+                return self.publish(f());
+            }
+            spins += 1;
+            if spins < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
             }
         }
     }
@@ -275,6 +363,47 @@ mod tests {
         V.reset_in_child();
         assert_eq!(*V.get().lock(), 0, "a fresh value, not the locked one");
         drop(held);
+    }
+
+    #[test]
+    fn a_fork_safe_once_is_computed_once_while_others_wait() {
+        static CELL: ForkSafeOnce<usize> = ForkSafeOnce::new();
+        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let barrier = std::sync::Barrier::new(8);
+        let got: Vec<usize> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        let v = CELL.get_or_init(|| {
+                            RUNS.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(std::time::Duration::from_millis(20));
+                            7
+                        });
+                        v as *const usize as usize
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(RUNS.load(Ordering::SeqCst), 1, "computed once");
+        assert!(got.iter().all(|&p| p == got[0]), "one value for all");
+    }
+
+    #[test]
+    fn a_re_entered_or_panicking_builder_never_waits_forever() {
+        static CELL: ForkSafeOnce<u32> = ForkSafeOnce::new();
+        // The computation needs the value itself: it gets one of its own instead of waiting.
+        assert_eq!(*CELL.get_or_init(|| *CELL.get_or_init(|| 1) + 1), 1);
+        static PANICS: ForkSafeOnce<u32> = ForkSafeOnce::new();
+        let r = std::panic::catch_unwind(|| *PANICS.get_or_init(|| panic!("builder fails")));
+        assert!(r.is_err());
+        let started = std::time::Instant::now();
+        assert_eq!(*PANICS.get_or_init(|| 3), 3);
+        assert!(
+            started.elapsed() < ForkSafeOnce::<u32>::WAIT,
+            "the role was given back"
+        );
     }
 
     #[test]

@@ -64,7 +64,8 @@ typedef struct {
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2, (int))                                \
     X(cuStreamWriteValue32, cuStreamWriteValue32_v2, (CUstream, CUdeviceptr, unsigned, unsigned)) \
     X(cuMemFree, cuMemFree_v2, (CUdeviceptr))                                                     \
-    X(cuLaunchHostFunc, cuLaunchHostFunc, (CUstream, void (*)(void *), void *))
+    X(cuLaunchHostFunc, cuLaunchHostFunc, (CUstream, void (*)(void *), void *))                 \
+    X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream))
 
 #define DECLARE(name, sym, params) static CUresult(*p_##name) params;
 DRIVER_FUNCTIONS(DECLARE)
@@ -277,7 +278,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ptds")) per_thread = 1;
         else if (!strcmp(argv[i], "--dlsym")) by_dlsym = 1;
-        else if (!strcmp(argv[i], "dlclose_refresh")) {
+        else if (!strcmp(argv[i], "dlclose_refresh") || !strcmp(argv[i], "unloaded_plugin")) {
             scenario = argv[i];
             break;
         } else scenario = argv[i];
@@ -466,6 +467,33 @@ int main(int argc, char **argv) {
         check("launch from b", from_b((void *)p_cuLaunchKernel, oob_write, params));
         return report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
     }
+    if (!strcmp(scenario, "unloaded_plugin")) {
+        /* argv: ... unloaded_plugin LIB_A LIB_B (issue 19 item 6). oob_write is launched from
+         * plugin A, A is unloaded and B (another library of the same size) loaded, normally at
+         * A's address; then the error is reported. The culprit's launch stack is unwound now:
+         * its frame in A must read "unloaded module", never B's function. */
+        void *a = dlopen(argv[argc - 2], RTLD_NOW);
+        if (!a) {
+            printf("setup_failed=dlopen %s\n", dlerror());
+            return 3;
+        }
+        CUresult (*from_a)(void *, void *, void **) =
+            (CUresult(*)(void *, void *, void **))dlsym(a, "launch_from_plugin");
+        void *params[] = {&buffer};
+        check("launch from a", from_a((void *)p_cuLaunchKernel, oob_write, params));
+        Dl_info ia, ib;
+        dladdr((void *)from_a, &ia);
+        void *base_a = ia.dli_fbase;
+        printf("dlclose_rc=%d\n", dlclose(a));
+        void *b = dlopen(argv[argc - 1], RTLD_NOW);
+        void *b_fn = b ? dlsym(b, "plugin_b_free_buffers") : NULL;
+        if (!b_fn || !dladdr(b_fn, &ib)) {
+            printf("setup_failed=dlopen b %s\n", dlerror());
+            return 3;
+        }
+        printf("same_address=%d\n", ib.dli_fbase == base_a);
+        return report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
+    }
     if (!strcmp(scenario, "two_contexts")) {
         /* Context A (the primary context of device 0): stream S, #1 oob_write (culprit). Context
          * B (created on device 1, current from then on): slow, still running. The program
@@ -480,6 +508,32 @@ int main(int argc, char **argv) {
         CUfunction slow_b = kernel_in_current("slow");
         check("slow on b", launch(slow_b, 1, 32, NULL));
         return report_rc("sync_rc", p_cuStreamSynchronize(s));
+    }
+    if (!strcmp(scenario, "marker_other_context")) {
+        /* Issue 19 item 7. Context B (device 1) gets a stream whose first op is a copy issued
+         * while context A (device 0's primary) is current: cudablame makes B's marker slab then.
+         * The stream is synchronized (clean_sync_rc must be 0: a marker B's device cannot
+         * write would be a new fault), then B's stream runs #2 quick, #3 oob_write (culprit),
+         * #4 quick. */
+        CUcontext a = ctx, b;
+        CUstream sb;
+        CUdeviceptr buf_b;
+        int dev1;
+        static int host[16];
+        check("cuDeviceGet 1", p_cuDeviceGet(&dev1, 1));
+        check("cuCtxCreate", p_cuCtxCreate(&b, 0, dev1));
+        CUfunction quick_b = kernel_in_current("quick");
+        CUfunction bad_b = kernel_in_current("oob_write");
+        check("stream", p_cuStreamCreate(&sb, 1));
+        check("cuMemAlloc b", p_cuMemAlloc(&buf_b, 4096));
+        check("set a", p_cuCtxSetCurrent(a));
+        check("copy", p_cuMemcpyHtoDAsync(buf_b, host, sizeof host, sb));
+        printf("clean_sync_rc=%u\n", p_cuStreamSynchronize(sb));
+        check("set b", p_cuCtxSetCurrent(b));
+        check("quick", launch(quick_b, 1, 32, sb));
+        launch_bad_kernel(bad_b, sb);
+        launch(quick_b, 1, 32, sb);
+        return report_rc("sync_rc", p_cuStreamSynchronize(sb));
     }
     if (!strcmp(scenario, "ctx_destroy") || !strcmp(scenario, "primary_reset")) {
         /* A context that got progress markers is destroyed (ctx_destroy: a created context;

@@ -15,7 +15,7 @@ fn build(out: &str, strip: bool) -> PathBuf {
         return bin;
     }
     let st = Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
-        .args(["-O2", "-o"])
+        .args(["-O2", "-rdynamic", "-o"])
         .arg(&bin)
         .arg(programs_dir().join("thread_launch.cpp"))
         .arg("-I")
@@ -51,6 +51,26 @@ fn a_std_thread_launch_names_the_threads_callable() {
             r.stderr
                 .contains("    on a thread started as: std::thread running main::{lambda()#1}"),
             "{}",
+            r.stderr
+        );
+    }
+}
+
+/// Issue 19 item 3: `std::thread t(producer, p)` names `producer(int*)`, the function pointer
+/// read from the thread's state object by the tuple layout of the state's type, not
+/// `void (*)(int*), int*` (the callable's type). Stripped too (its dynamic symbol remains).
+#[test]
+fn a_std_thread_running_a_function_pointer_names_the_function() {
+    for (name, strip) in [("thread_launch", false), ("thread_launch_stripped", true)] {
+        let bin = build(name, strip);
+        let plain = run(&bin, &["fnptr"], false, &[]);
+        let r = run(&bin, &["fnptr"], true, &[]);
+        assert_eq!((r.code, &r.stdout), (plain.code, &plain.stdout));
+        assert_eq!(r.culprit()["kernel"], "bad", "{}", r.stderr);
+        let start = r.culprit()["thread_start"].as_str().unwrap_or_default();
+        assert!(
+            start.starts_with("std::thread running producer(int*)"),
+            "{name}: {start:?}\n{}",
             r.stderr
         );
     }

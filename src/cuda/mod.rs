@@ -65,6 +65,10 @@ pub(crate) const CU_MEMHOSTALLOC_PORTABLE: c_uint = 0x01;
 pub(crate) const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 0x02;
 /// `cuMemHostRegister` flag: map the range into the device's address space.
 pub(crate) const CU_MEMHOSTREGISTER_DEVICEMAP: c_uint = 0x02;
+/// `cuMemHostRegister` flag (cuda.h): "The memory returned by this call will be considered as
+/// pinned memory by all CUDA contexts, not just the one that performed the allocation" (driver
+/// API doc, `cuMemHostRegister`).
+pub(crate) const CU_MEMHOSTREGISTER_PORTABLE: c_uint = 0x01;
 pub(crate) const CU_STREAM_CAPTURE_MODE_RELAXED: CUstreamCaptureMode = 2;
 pub(crate) const CU_STREAM_CAPTURE_STATUS_NONE: CUstreamCaptureStatus = 0;
 

@@ -10,15 +10,38 @@ type PthreadCreate = unsafe extern "C" fn(
     *mut c_void,
 ) -> c_int;
 
+static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// glibc's `pthread_create` (the next definition after libcudablame), 0 if none.
+///
+/// Found by [`find_at_load`] when the library is loaded, so that the hook never looks it up
+/// later: `dlvsym` takes glibc's loader lock, which a thread waiting inside `dlopen` may hold
+/// (issue 19 item 2). A lookup here can only happen if `pthread_create` is called before this
+/// library's constructor ran (from a constructor of a library initialized earlier): that is the
+/// main thread, in the loader already (the lock is recursive), or a thread it created through
+/// this hook, which found the function then.
 fn real_pthread_create() -> usize {
-    static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     real::glibc_next(c"pthread_create", &REAL)
 }
 
+/// Library constructor: finds glibc's `pthread_create` and libstdc++'s text ranges while the
+/// loader initializes this library (in the loading thread, under the loader's recursive lock).
+extern "C" fn find_at_load() {
+    let _ = std::panic::catch_unwind(|| {
+        real_pthread_create();
+        crate::threads::note_modules();
+    });
+}
+
+#[used]
+#[link_section = ".init_array"]
+static FIND_AT_LOAD: extern "C" fn() = find_at_load;
+
 /// Interposed `pthread_create`: the real one, unchanged (same arguments, same thread, same
 /// start routine); around it cudablame notes what the thread was started to run
-/// (`threads`), so a launch from it can be named when its stack cannot.
+/// (`threads`), so a launch from it can be named when its stack cannot. Takes no lock the loader
+/// holds, calls nothing that may (no `dladdr`/`dlsym`), allocates nothing, and nothing runs in
+/// the new thread: safe inside `dlopen` and cheap (see `threads`).
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn pthread_create(
     thread: *mut libc::pthread_t,

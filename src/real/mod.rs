@@ -91,6 +91,9 @@ pub(crate) struct Driver {
 #[derive(Default)]
 pub(crate) struct OwnCalls {
     pub(crate) ctx_get_current: Option<unsafe extern "C" fn(*mut CUcontext) -> CUresult>,
+    /// `cuCtxSetCurrent(CUcontext)`: only to make a stream's context current for the calls that
+    /// concern it, and back.
+    pub(crate) ctx_set_current: Option<unsafe extern "C" fn(CUcontext) -> CUresult>,
     pub(crate) ctx_get_device: Option<unsafe extern "C" fn(*mut CUdevice) -> CUresult>,
     pub(crate) mem_host_alloc:
         Option<unsafe extern "C" fn(*mut *mut c_void, usize, u32) -> CUresult>,
@@ -130,7 +133,9 @@ pub(crate) struct OwnCalls {
     pub(crate) primary_ctx_release: Option<unsafe extern "C" fn(CUdevice) -> CUresult>,
 }
 
-/// Fork-safe (`safety::ForkSafeOnce`): finding the driver's symbols twice is harmless.
+/// Built once (`safety::ForkSafeOnce`: other threads wait for the first); where it is built twice
+/// (fork, a blocked builder) finding the driver's symbols again is harmless, and the import-slot
+/// patch it makes is done once whatever happens (`printf::hook_driver`).
 static DRIVER: crate::safety::ForkSafeOnce<Driver> = crate::safety::ForkSafeOnce::new();
 
 /// The driver, found on first use: `libcuda.so.1` if the process has loaded it, else the library
@@ -220,6 +225,7 @@ impl Driver {
         printf::hook_driver(sym(handle, c"cuInit"));
         let own = OwnCalls {
             ctx_get_current: own_fn!(handle, c"cuCtxGetCurrent"),
+            ctx_set_current: own_fn!(handle, c"cuCtxSetCurrent"),
             ctx_get_device: own_fn!(handle, c"cuCtxGetDevice"),
             mem_host_alloc: own_fn!(handle, c"cuMemHostAlloc"),
             mem_host_get_device_pointer: own_fn!(handle, c"cuMemHostGetDevicePointer_v2"),
@@ -280,6 +286,12 @@ impl Driver {
             Some(f) if unsafe { f(&mut dev) } == CUDA_SUCCESS => dev,
             _ => -1,
         }
+    }
+
+    /// The device ordinal of context `ctx` (0: the current one), or -1: asked with `ctx` current
+    /// ([`in_context`]), since a stream's first op may come while another context is current.
+    pub(crate) fn context_device(&self, ctx: usize) -> i32 {
+        in_context(self, ctx, || self.current_device()).unwrap_or(-1)
     }
 
     /// Which side of a copy a unified address is on (`cuPointerGetAttribute` with
@@ -416,9 +428,37 @@ impl Driver {
     }
 }
 
+/// Runs `f` with context `ctx` current on this thread (`cuCtxSetCurrent`), then makes the
+/// previous one current again; `f` runs as is when `ctx` is 0 or already current. `None` when
+/// the context cannot be made current (`f` not run).
+pub(crate) fn in_context<T>(driver: &Driver, ctx: usize, f: impl FnOnce() -> T) -> Option<T> {
+    let previous = driver.current_context();
+    if ctx == 0 || ctx == previous {
+        return Some(f());
+    }
+    let set = driver.own.ctx_set_current?;
+    // SAFETY: a context handle the program used (a stream's); an invalid one is refused.
+    if unsafe { set(ctx as CUcontext) } != CUDA_SUCCESS {
+        return None;
+    }
+    let out = f();
+    // SAFETY: the context that was current (or NULL: none), as it was.
+    unsafe { set(previous as CUcontext) };
+    Some(out)
+}
+
 /// Pinned, device-mapped host memory for progress markers: `(host pointer, device address)`,
-/// for the current context. Allocated with the capture mode relaxed; `None` when the driver
-/// refuses.
+/// for context `ctx` (the stream's context the slots are for; 0: the current one). Allocated
+/// with the capture mode relaxed; `None` when the driver refuses.
+///
+/// The slots of a context are written by that context's streams, which need not be the context
+/// current on the thread making a stream's first op (a copy may be issued on another device's
+/// stream). So the memory is registered `CU_MEMHOSTREGISTER_PORTABLE` ("considered as pinned
+/// memory by all CUDA contexts", driver API doc, `cuMemHostRegister`; the fallback allocation
+/// is `CU_MEMHOSTALLOC_PORTABLE`), and its device address is asked with `ctx` current
+/// (`cuMemHostGetDevicePointer` answers for the current context), the previous context made
+/// current again after (issue 19 item 7: before, a slab registered in the current context only
+/// could be given to another context's stream, whose marker write the device could not make).
 ///
 /// The host side is cudablame's own anonymous mapping, registered with
 /// `cuMemHostRegister(CU_MEMHOSTREGISTER_DEVICEMAP)` and **never unmapped**: when the context is
@@ -429,55 +469,66 @@ impl Driver {
 /// cost is a page per slab per context ever destroyed. Memory from `cuMemHostAlloc` (the fallback
 /// where registration is refused) would be freed by the driver with its context: the streams
 /// using it are forgotten when the destruction goes through a hooked call.
-pub(crate) fn alloc_marker_memory(driver: &Driver, bytes: usize) -> Option<(*mut u64, u64)> {
+pub(crate) fn alloc_marker_memory(
+    driver: &Driver,
+    ctx: usize,
+    bytes: usize,
+) -> Option<(*mut u64, u64)> {
     let devptr = driver.own.mem_host_get_device_pointer?;
-    driver.relaxed_capture(|| {
-        if let Some(register) = driver.own.mem_host_register {
-            let len = bytes.next_multiple_of(4096);
-            // SAFETY: a fresh private anonymous mapping (zero-filled), owned by cudablame.
-            let host = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            if host != libc::MAP_FAILED {
-                let mut dev: CUdeviceptr = 0;
-                // SAFETY: a page-aligned range we own; valid out pointer.
-                let ok = unsafe {
-                    register(host, len, CU_MEMHOSTREGISTER_DEVICEMAP) == CUDA_SUCCESS
-                        && devptr(&mut dev, host, 0) == CUDA_SUCCESS
+    in_context(driver, ctx, || {
+        driver.relaxed_capture(|| {
+            if let Some(register) = driver.own.mem_host_register {
+                let len = bytes.next_multiple_of(4096);
+                // SAFETY: a fresh private anonymous mapping (zero-filled), owned by cudablame.
+                let host = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        len,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    )
                 };
-                if ok {
-                    return Some((host as *mut u64, dev));
+                if host != libc::MAP_FAILED {
+                    let mut dev: CUdeviceptr = 0;
+                    // SAFETY: a page-aligned range we own; valid out pointer.
+                    let ok = unsafe {
+                        register(
+                            host,
+                            len,
+                            CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE,
+                        ) == CUDA_SUCCESS
+                            && devptr(&mut dev, host, 0) == CUDA_SUCCESS
+                    };
+                    if ok {
+                        return Some((host as *mut u64, dev));
+                    }
+                    // Not registered (or registered without a device pointer): never used, but a
+                    // registration may remain, so the mapping is kept too (a page, once).
                 }
-                // Not registered (or registered without a device pointer): never used, but a
-                // registration may remain, so the mapping is kept too (a page, once).
             }
-        }
-        let alloc = driver.own.mem_host_alloc?;
-        let mut host: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid out pointers; flags from cuda.h.
-        unsafe {
-            if alloc(
-                &mut host,
-                bytes,
-                CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP,
-            ) != CUDA_SUCCESS
-                || host.is_null()
-            {
-                return None;
+            let alloc = driver.own.mem_host_alloc?;
+            let mut host: *mut c_void = std::ptr::null_mut();
+            // SAFETY: valid out pointers; flags from cuda.h.
+            unsafe {
+                if alloc(
+                    &mut host,
+                    bytes,
+                    CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP,
+                ) != CUDA_SUCCESS
+                    || host.is_null()
+                {
+                    return None;
+                }
+                std::ptr::write_bytes(host as *mut u8, 0, bytes);
+                let mut dev: CUdeviceptr = 0;
+                if devptr(&mut dev, host, 0) != CUDA_SUCCESS {
+                    return None;
+                }
+                Some((host as *mut u64, dev))
             }
-            std::ptr::write_bytes(host as *mut u8, 0, bytes);
-            let mut dev: CUdeviceptr = 0;
-            if devptr(&mut dev, host, 0) != CUDA_SUCCESS {
-                return None;
-            }
-            Some((host as *mut u64, dev))
-        }
+        })
     })
+    .flatten()
 }

@@ -75,7 +75,7 @@ pub(super) fn marker_slot(driver: &Driver, context: usize) -> Option<Marker> {
         });
     }
     if slab.next >= SLOTS_PER_SLAB {
-        let (host, device) = real::alloc_marker_memory(driver, SLOTS_PER_SLAB * 8)?;
+        let (host, device) = real::alloc_marker_memory(driver, context, SLOTS_PER_SLAB * 8)?;
         *slab = Slab {
             host: host as usize,
             device,

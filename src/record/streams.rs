@@ -237,7 +237,7 @@ pub(crate) fn lookup(driver: &Driver, id: StreamId) -> Arc<StreamState> {
         let created = Arc::new(StreamState {
             id,
             context,
-            device: driver.current_device(),
+            device: driver.context_device(context),
             ops: Mutex::new(Ring::default()),
             issued: AtomicU64::new(0),
             host_completed: AtomicU64::new(0),

@@ -370,7 +370,7 @@ fn thread_start(tid: u32) -> Option<String> {
     // With line tables, the outermost frame in the program's own sources (not a system header)
     // is where the callable is written.
     let at = |addr: usize| {
-        let frames = stack::symbolize(&[addr + 2], 8);
+        let frames = stack::symbolize([addr + 2], 8);
         let system = |f: &Frame| {
             f.file
                 .as_deref()
@@ -393,6 +393,10 @@ fn thread_start(tid: u32) -> Option<String> {
             (n, ..) => n.unwrap_or_else(|| "??".into()),
         })
     };
+    // A function pointer run by a std::thread: the function itself (issue 19 item 3).
+    if let Some(f) = crate::threads::std_thread_function(&s).and_then(at) {
+        return Some(format!("std::thread running {f}"));
+    }
     match crate::threads::type_name(&s) {
         Some(t) => {
             let ty = demangle_type(t.trim_start_matches('*'));

@@ -14,6 +14,10 @@ use super::{EntryRegs, NativeStack};
 pub(crate) struct StackCopy {
     /// The sequence number of the op on its stream this copy belongs to (0: none).
     pub(crate) seq: u64,
+    /// The load generation the copy was taken in (`unwind::load_generation`): its frames are
+    /// read with the module list of when it is unwound, so a frame in a module loaded since is
+    /// not that module's (issue 19 item 6).
+    gen: u64,
     regs: EntryRegs,
     len: usize,
     bytes: Box<[u8]>,
@@ -24,6 +28,7 @@ impl StackCopy {
     pub(crate) fn new(capacity: usize) -> StackCopy {
         StackCopy {
             seq: 0,
+            gen: 0,
             regs: EntryRegs::default(),
             len: 0,
             bytes: vec![0u8; capacity].into_boxed_slice(),
@@ -36,6 +41,7 @@ impl StackCopy {
     #[inline]
     pub(crate) fn fill(&mut self, seq: u64, regs: &EntryRegs) {
         self.seq = seq;
+        self.gen = super::unwind::load_generation();
         self.regs = *regs;
         let (lo, hi) = super::unwind::stack_bounds();
         self.len = if regs.rsp >= lo && regs.rsp < hi {
@@ -62,8 +68,14 @@ impl StackCopy {
             return s;
         }
         let want = (depth + 1).min(s.capacity());
-        let n = super::unwind::capture_copy(s.slots(want), self.regs, &self.bytes[..self.len]);
+        let n = super::unwind::capture_copy(
+            s.slots(want),
+            self.regs,
+            &self.bytes[..self.len],
+            self.gen,
+        );
         s.set_len(n);
+        s.set_generation(self.gen);
         s
     }
 }
@@ -88,13 +100,14 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn unwinding_a_copy_finds_the_callers() {
+        let _serial = super::super::unwind::TEST_LOCK.lock();
         let mut copy = StackCopy::new(16 * 1024);
         outer(&mut copy);
         assert_eq!(copy.seq, 7);
         // The live frames are gone now: only the copy can name them.
         let stack = copy.unwind(16);
         let mut names = Vec::new();
-        for &ip in stack.ips() {
+        for &ip in stack.ips().iter() {
             backtrace::resolve((ip - 1) as *mut std::ffi::c_void, |sym| {
                 names.push(sym.name().map(|n| n.to_string()).unwrap_or_default())
             });

@@ -49,13 +49,42 @@ impl EntryRegs {
 #[derive(Clone, Copy)]
 pub(crate) struct NativeStack {
     len: u8,
+    /// The load generation the addresses were valid in (`unwind::load_generation`).
+    gen: u64,
     ips: [usize; CAPACITY],
+}
+
+/// Stands for a frame whose module was unloaded after its stack was taken (another module may
+/// now be mapped there): symbolized as "unloaded module", never as what is there now. Not a code
+/// address (page 0 is never mapped).
+pub(crate) const UNLOADED_MODULE: usize = 1;
+
+/// A stack's return addresses as they can be symbolized now: those in a module loaded after the
+/// stack was taken are [`UNLOADED_MODULE`], and the stack ends there.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Ips {
+    len: usize,
+    ips: [usize; CAPACITY],
+}
+
+impl std::ops::Deref for Ips {
+    type Target = [usize];
+    fn deref(&self) -> &[usize] {
+        &self.ips[..self.len]
+    }
+}
+
+impl AsRef<[usize]> for Ips {
+    fn as_ref(&self) -> &[usize] {
+        self
+    }
 }
 
 impl NativeStack {
     /// No frames (stack capture off).
     pub(crate) const EMPTY: NativeStack = NativeStack {
         len: 0,
+        gen: 0,
         ips: [0; CAPACITY],
     };
 
@@ -70,6 +99,7 @@ impl NativeStack {
         #[cfg(target_arch = "x86_64")]
         {
             let mut s = NativeStack::EMPTY;
+            s.gen = unwind::load_generation();
             let start = entry.filter(|e| e.rsp != 0);
             let want = start.map_or(want, |_| (depth + 1).min(CAPACITY));
             s.len = unwind::capture(&mut s.ips[..want], now_ns, start) as u8;
@@ -96,9 +126,15 @@ impl NativeStack {
         self.len = n.min(CAPACITY) as u8;
     }
 
+    /// Sets the load generation the addresses were taken in (a stack copy's, unwound later).
+    pub(crate) fn set_generation(&mut self, gen: u64) {
+        self.gen = gen;
+    }
+
     /// Captures with `_Unwind_Backtrace` (the `backtrace` crate).
     fn capture_libgcc(want: usize) -> NativeStack {
         let mut s = NativeStack::EMPTY;
+        s.gen = unwind::load_generation();
         // SAFETY: trace_unsynchronized only requires that no other backtrace call races with it on
         // this thread, which holds: the hook does not nest.
         unsafe {
@@ -111,9 +147,23 @@ impl NativeStack {
         s
     }
 
-    /// The captured return addresses, innermost first.
-    pub(crate) fn ips(&self) -> &[usize] {
-        &self.ips[..self.len as usize]
+    /// The captured return addresses, innermost first, as they can be symbolized now: the first
+    /// one in a module loaded after the stack was taken becomes [`UNLOADED_MODULE`] and ends it
+    /// (issue 19 item 6). Report time (it may read the module list).
+    pub(crate) fn ips(&self) -> Ips {
+        let mut out = Ips {
+            len: 0,
+            ips: [0; CAPACITY],
+        };
+        for &ip in &self.ips[..self.len as usize] {
+            out.ips[out.len] = ip;
+            out.len += 1;
+            if ip != UNLOADED_MODULE && unwind::loaded_after(ip, self.gen) {
+                out.ips[out.len - 1] = UNLOADED_MODULE;
+                break;
+            }
+        }
+        out
     }
 }
 
@@ -205,11 +255,24 @@ fn module_of(addr: usize) -> Option<(usize, String)> {
 
 /// Symbolizes return addresses (innermost first) into frames, dropping cudablame's own frames at
 /// the top and keeping at most `depth`. Slow (reads symbol tables and DWARF): report time only.
-pub(crate) fn symbolize(ips: &[usize], depth: usize) -> Vec<Frame> {
-    let own = module_of(symbolize as *const () as usize).map(|m| m.0);
+/// [`UNLOADED_MODULE`] becomes a frame of module "unloaded module".
+pub(crate) fn symbolize(ips: impl AsRef<[usize]>, depth: usize) -> Vec<Frame> {
+    let own = module_of(module_of as *const () as usize).map(|m| m.0);
     let mut frames = Vec::new();
     let mut skipping = true;
-    for &ip in ips {
+    for &ip in ips.as_ref() {
+        if ip == UNLOADED_MODULE {
+            if frames.len() < depth {
+                frames.push(Frame {
+                    function: None,
+                    file: None,
+                    line: None,
+                    module: Some("unloaded module".into()),
+                    address: "(unloaded)".into(),
+                });
+            }
+            break;
+        }
         let module = module_of(ip);
         if skipping && own.is_some() && module.as_ref().map(|m| m.0) == own {
             continue;
@@ -276,7 +339,7 @@ mod tests {
         assert!(s.ips().len() > 2);
         // In the unit-test binary everything is "own" module, so symbolize everything by hand.
         let mut names = Vec::new();
-        for &ip in s.ips() {
+        for &ip in s.ips().iter() {
             backtrace::resolve((ip - 1) as *mut c_void, |sym| {
                 names.push(sym.name().map(|n| n.to_string()).unwrap_or_default())
             });

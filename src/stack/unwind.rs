@@ -10,6 +10,17 @@
 //! `dlpi_subs`) change, checked at most every [`RESCAN_NS`]. Stack reads are bounded by the
 //! calling thread's stack (`pthread_getattr_np`), so a wrong rule can stop the walk early but never
 //! read outside the stack.
+//!
+//! Load generations (issue 19 item 6): a stack is taken in one module list and may be unwound or
+//! symbolized in a later one, after its library was unloaded and another one mapped at the same
+//! address. [`load_generation`] counts unloads (bumped by the interposed `dlclose` when glibc's
+//! unload counter moved, [`unloading`]; unloads cudablame does not see, such as a `dlclose` from
+//! a library loaded `RTLD_DEEPBIND`, are not counted); every stack
+//! keeps the generation it was taken in, and [`SPANS`] keeps, for each loaded module's text, the
+//! generation in which cudablame first saw it (every module present at a `dlclose` is noted
+//! before the unload is counted). A frame whose address lies in a module first seen in a later
+//! generation than its stack's was not that module's: it reads "unloaded module"
+//! ([`loaded_after`]), and an unwind stops there (the new module's rules would be wrong).
 
 use crate::safety::Resettable;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
@@ -50,6 +61,121 @@ struct Modules {
 /// been unwinding at fork time), see `safety::Resettable`.
 static MODULES: Resettable<RwLock<Option<Modules>>> = Resettable::new();
 static LAST_CHECK_NS: AtomicU64 = AtomicU64::new(0);
+/// See [`load_generation`].
+static LOAD_GEN: AtomicU64 = AtomicU64::new(0);
+/// glibc's unload counter (`dlpi_subs`) when [`LOAD_GEN`] was last brought up to date.
+static SUBS_SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// The load generation: how many times modules were unloaded (as far as cudablame saw) since
+/// the process started. Stacks keep the generation they were taken in. One relaxed load.
+#[inline]
+pub(crate) fn load_generation() -> u64 {
+    LOAD_GEN.load(Ordering::Relaxed)
+}
+
+/// Counts an unload if glibc's unload counter moved since it was last looked at.
+fn note_unloads(subs: u64) {
+    let seen = SUBS_SEEN.load(Ordering::Acquire);
+    if subs != seen
+        && SUBS_SEEN
+            .compare_exchange(seen, subs, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    {
+        LOAD_GEN.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// A loaded module's text range and the load generation in which it was first seen.
+struct Span {
+    lo: usize,
+    hi: usize,
+    name: Vec<u8>,
+    gen: u64,
+}
+
+/// Spans of the loaded modules and glibc's `(dlpi_adds, dlpi_subs)` when they were read.
+#[derive(Default)]
+struct Spans {
+    spans: Vec<Span>,
+    counters: Option<(u64, u64)>,
+}
+
+/// Resettable: a forked child drops it without taking its lock.
+static SPANS: Resettable<parking_lot::Mutex<Spans>> = Resettable::new();
+
+/// Brings [`SPANS`] up to date with the loaded modules (if glibc's counters moved): a module
+/// seen before at the same address under the same name keeps its generation, a new one gets the
+/// current [`load_generation`], a gone one is dropped.
+fn sync_spans() {
+    let counters = load_counters();
+    let mut table = SPANS.get().lock();
+    if table.counters == Some(counters) {
+        return;
+    }
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _: usize,
+        out: *mut libc::c_void,
+    ) -> i32 {
+        // SAFETY: valid pointers from dl_iterate_phdr for the duration of the callback; `out` is
+        // the Vec of `sync_spans`.
+        let (info, out) = unsafe { (&*info, &mut *(out as *mut Vec<(usize, usize, Vec<u8>)>)) };
+        let name = if info.dlpi_name.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: a NUL-terminated path owned by the loader, valid during the callback.
+            unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }
+                .to_bytes()
+                .to_vec()
+        };
+        // SAFETY: dlpi_phdr has dlpi_phnum entries.
+        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        for p in phdrs {
+            if p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0 {
+                let lo = info.dlpi_addr as usize + p.p_vaddr as usize;
+                out.push((lo, lo + p.p_memsz as usize, name.clone()));
+            }
+        }
+        0
+    }
+    let mut now: Vec<(usize, usize, Vec<u8>)> = Vec::new();
+    // SAFETY: the callback only pushes to `now`.
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut now as *mut _ as *mut libc::c_void) };
+    let gen = load_generation();
+    let old = std::mem::take(&mut table.spans);
+    let mut spans: Vec<Span> = now
+        .into_iter()
+        .map(|(lo, hi, name)| {
+            let seen = old
+                .iter()
+                .find(|o| o.lo == lo && o.hi == hi && o.name == name)
+                .map_or(gen, |o| o.gen);
+            Span {
+                lo,
+                hi,
+                name,
+                gen: seen,
+            }
+        })
+        .collect();
+    spans.sort_by_key(|s| s.lo);
+    table.spans = spans;
+    table.counters = Some(counters);
+}
+
+/// Whether the code at `addr` belongs to a module loaded after load generation `gen` (so a stack
+/// of generation `gen` cannot have had a frame of it there: the frame was in a module unloaded
+/// since). False when nothing was unloaded since `gen` (one atomic load), or when no loaded module
+/// holds `addr`.
+pub(crate) fn loaded_after(addr: usize, gen: u64) -> bool {
+    if gen >= load_generation() {
+        return false;
+    }
+    sync_spans();
+    let table = SPANS.get().lock();
+    let i = table.spans.partition_point(|s| s.lo <= addr);
+    i > 0 && addr < table.spans[i - 1].hi && table.spans[i - 1].gen > gen
+}
 
 type Cache = CacheX86_64<MustNotAllocateDuringUnwind>;
 
@@ -204,15 +330,32 @@ fn scan() -> Modules {
 /// Rebuilds the module list if it is missing or, at most every [`RESCAN_NS`], if modules were
 /// loaded or unloaded since.
 fn refresh(now_ns: u64) {
+    refresh_with(now_ns, scan);
+}
+
+/// What [`refresh_with`] did.
+#[derive(Debug, PartialEq)]
+enum Refreshed {
+    /// The list is fresh enough (or a `dlclose` is in progress): nothing scanned.
+    Unchanged,
+    /// A new list was scanned and stored.
+    Stored,
+    /// A new list was scanned while a `dlclose` began or ended: dropped.
+    Dropped,
+}
+
+/// [`refresh`] with the module scan given (tests make a `dlclose` happen during it).
+fn refresh_with(now_ns: u64, scan: impl FnOnce() -> Modules) -> Refreshed {
     if UNLOADING.load(Ordering::Acquire) > 0 {
-        return;
+        return Refreshed::Unchanged;
     }
     let last = LAST_CHECK_NS.load(Ordering::Relaxed);
     let have = MODULES.get().read().is_some();
     if have && now_ns.saturating_sub(last) < RESCAN_NS {
-        return;
+        return Refreshed::Unchanged;
     }
     LAST_CHECK_NS.store(now_ns, Ordering::Relaxed);
+    let epoch = UNLOAD_EPOCH.load(Ordering::Acquire);
     let counters = load_counters();
     if MODULES
         .get()
@@ -220,10 +363,19 @@ fn refresh(now_ns: u64) {
         .as_ref()
         .is_some_and(|m| m.counters == counters)
     {
-        return;
+        return Refreshed::Unchanged;
     }
     let fresh = scan();
-    *MODULES.get().write() = Some(fresh);
+    // A `dlclose` that began during the scan may have unmapped a module the scan listed: the list
+    // is stored only if none began or ended meanwhile (checked under the lock `unloading` takes
+    // before it unloads), else dropped (the next capture scans again; issue 19 item 6).
+    let mut modules = MODULES.get().write();
+    if UNLOADING.load(Ordering::Acquire) == 0 && UNLOAD_EPOCH.load(Ordering::Acquire) == epoch {
+        *modules = Some(fresh);
+        Refreshed::Stored
+    } else {
+        Refreshed::Dropped
+    }
 }
 
 /// Return addresses of the calling thread's live stack, innermost first, into `out`; returns how
@@ -234,31 +386,49 @@ pub(crate) fn capture(out: &mut [usize], now_ns: u64, from: Option<&super::Entry
     let start = from.copied().unwrap_or_else(super::EntryRegs::here);
     let (lo, hi) = stack_bounds();
     // SAFETY: within this thread's own stack, 8-byte aligned (checked by `walk`).
-    walk(now_ns, start, lo, hi, out, |addr| unsafe {
+    walk(now_ns, start, lo, hi, out, None, |addr| unsafe {
         std::ptr::read_volatile(addr as *const u64)
     })
 }
 
 /// Return addresses of a copied stack, innermost first, into `out`; returns how many. `bytes`
-/// is a copy of the stack from `start.rsp` upwards; the unwind stops where it would read past it.
-pub(crate) fn capture_copy(out: &mut [usize], start: super::EntryRegs, bytes: &[u8]) -> usize {
+/// is a copy of the stack from `start.rsp` upwards, taken in load generation `gen`; the unwind
+/// stops where it would read past it, and at a frame in a module loaded since `gen` (which gets
+/// [`super::UNLOADED_MODULE`]).
+pub(crate) fn capture_copy(
+    out: &mut [usize],
+    start: super::EntryRegs,
+    bytes: &[u8],
+    gen: u64,
+) -> usize {
     let lo = start.rsp;
     let hi = lo.saturating_add(bytes.len() as u64);
-    walk(super::super::record::now_ns(), start, lo, hi, out, |addr| {
-        let at = (addr - lo) as usize;
-        let mut word = [0u8; 8];
-        word.copy_from_slice(&bytes[at..at + 8]);
-        u64::from_ne_bytes(word)
-    })
+    walk(
+        super::super::record::now_ns(),
+        start,
+        lo,
+        hi,
+        out,
+        Some(gen),
+        |addr| {
+            let at = (addr - lo) as usize;
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes[at..at + 8]);
+            u64::from_ne_bytes(word)
+        },
+    )
 }
 
 /// One framehop unwind from `start` into `out`, reading stack words in `[lo, hi)` with `read`.
+/// With `gen` (a copy's load generation), a frame in a module loaded since ends the walk as
+/// [`super::UNLOADED_MODULE`].
 fn walk(
     now_ns: u64,
     start: super::EntryRegs,
     lo: u64,
     hi: u64,
     out: &mut [usize],
+    gen: Option<u64>,
     read: impl Fn(u64) -> u64,
 ) -> usize {
     refresh(now_ns);
@@ -279,6 +449,10 @@ fn walk(
         while n < out.len() {
             out[n] = frame.address() as usize;
             n += 1;
+            if gen.is_some_and(|g| loaded_after(frame.address() as usize, g)) {
+                out[n - 1] = super::UNLOADED_MODULE;
+                break;
+            }
             match modules
                 .unwinder
                 .unwind_frame(frame, &mut regs, cache, &mut read_stack)
@@ -313,22 +487,102 @@ static UNLOADING: AtomicU64 = AtomicU64::new(0);
 /// in progress, 100 ms at most) and none built until it returns: no unwind reads a module being
 /// unmapped, and the next capture after it sees the new list at once (not up to [`RESCAN_NS`]
 /// later). Captures made meanwhile (other threads, destructors run by `dlclose`) get no frames.
+///
+/// Load generations: every module loaded now is noted in [`SPANS`] first (in the generation it
+/// was loaded in), and if the unload removed a module (glibc's `dlpi_subs` moved) the
+/// generation is bumped once it returned.
 pub(crate) fn unloading<T>(unload: impl FnOnce() -> T) -> T {
     UNLOADING.fetch_add(1, Ordering::AcqRel);
+    UNLOAD_EPOCH.fetch_add(1, Ordering::AcqRel);
     if let Some(mut modules) = MODULES
         .get()
         .try_write_for(std::time::Duration::from_millis(100))
     {
         *modules = None;
     }
+    sync_spans();
     let out = unload();
+    note_unloads(load_counters().1);
+    sync_spans();
+    UNLOAD_EPOCH.fetch_add(1, Ordering::AcqRel);
     UNLOADING.fetch_sub(1, Ordering::AcqRel);
     LAST_CHECK_NS.store(0, Ordering::Relaxed);
     out
 }
 
+/// Bumped when a `dlclose` begins and when it ends: a module list scanned while it changed is
+/// not stored ([`refresh`]).
+static UNLOAD_EPOCH: AtomicU64 = AtomicU64::new(0);
+
 /// Forgets the module list (a forked child): rebuilt on the next capture. Takes no lock.
 pub(crate) fn forget_after_fork() {
     MODULES.reset_in_child();
+    SPANS.reset_in_child();
     LAST_CHECK_NS.store(0, Ordering::Relaxed);
+}
+
+/// Serializes the unit tests that empty or replace the module list with those that need it.
+#[cfg(test)]
+pub(crate) static TEST_LOCK: parking_lot::Mutex<()> = parking_lot::const_mutex(());
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A module list scanned while a `dlclose` ran (here: began during the scan) may name a
+    /// library unmapped meanwhile: it is never stored.
+    #[test]
+    fn a_module_list_scanned_during_a_dlclose_is_not_stored() {
+        let _serial = TEST_LOCK.lock();
+        // Other tests unwind meanwhile: retry until this one's refresh is the one that scans.
+        let mut outcome = Refreshed::Unchanged;
+        for _ in 0..100 {
+            MODULES.reset_in_child();
+            outcome = refresh_with(u64::MAX / 2, || {
+                let m = scan();
+                UNLOAD_EPOCH.fetch_add(1, Ordering::AcqRel); // a dlclose begins
+                m
+            });
+            if outcome != Refreshed::Unchanged {
+                break;
+            }
+        }
+        assert_eq!(outcome, Refreshed::Dropped);
+        let mut outcome = Refreshed::Unchanged;
+        for _ in 0..100 {
+            MODULES.reset_in_child();
+            outcome = refresh_with(u64::MAX / 2, scan);
+            if outcome != Refreshed::Unchanged {
+                break;
+            }
+        }
+        assert_eq!(outcome, Refreshed::Stored);
+    }
+
+    #[test]
+    fn a_frame_in_a_module_first_seen_after_the_stack_is_unloaded() {
+        let _serial = TEST_LOCK.lock();
+        let here = a_frame_in_a_module_first_seen_after_the_stack_is_unloaded as *const () as usize;
+        sync_spans(); // this binary's span is noted in the generation it was loaded in
+        let gen = load_generation();
+        assert!(!loaded_after(0x1800, gen), "nothing unloaded since");
+        // An unload, then a module at 0x1000..0x2000 first seen after it.
+        LOAD_GEN.fetch_add(1, Ordering::AcqRel);
+        SPANS.get().lock().spans.insert(
+            0,
+            Span {
+                lo: 0x1000,
+                hi: 0x2000,
+                name: b"fake".to_vec(),
+                gen: gen + 1,
+            },
+        );
+        assert!(loaded_after(0x1800, gen), "a stack of before the unload");
+        assert!(!loaded_after(0x1800, gen + 1), "a stack of after it");
+        assert!(
+            !loaded_after(here, gen),
+            "a module seen before keeps its generation"
+        );
+        SPANS.get().lock().spans.retain(|s| s.lo != 0x1000);
+    }
 }

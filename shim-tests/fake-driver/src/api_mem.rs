@@ -88,21 +88,20 @@ dual_export! {
     fn cuMemFreeAsync / cuMemFreeAsync_ptsz (dptr: CUdeviceptr, h: CUstream) => mem_free_async
 }
 
-unsafe fn host_alloc(pp: *mut *mut c_void, size: usize) -> Res<()> {
+unsafe fn host_alloc(pp: *mut *mut c_void, size: usize, flags: c_uint) -> Res<()> {
     context::current_checked()?;
     if pp.is_null() {
         return Err(errors::INVALID_VALUE);
     }
     capture::check_unsafe_call()?;
     let owner = crate::handles::handle_of(context::current()?) as usize;
+    let p = memory::alloc_owned(Kind::Host, size, owner)?;
+    if flags & CU_MEMHOSTALLOC_PORTABLE != 0 {
+        memory::set_portable(p);
+    }
     // SAFETY: `pp` is NULL or valid for a write: `host_alloc`'s callers pass an export's out-
     // pointer argument.
-    unsafe {
-        write_out(
-            pp,
-            memory::alloc_owned(Kind::Host, size, owner)? as *mut c_void,
-        )
-    }
+    unsafe { write_out(pp, p as *mut c_void) }
 }
 
 /// `cuMemHostAlloc(void**, size_t, unsigned int flags)`: zeroed, page aligned; its device
@@ -111,11 +110,11 @@ unsafe fn host_alloc(pp: *mut *mut c_void, size: usize) -> Res<()> {
 pub unsafe extern "C" fn cuMemHostAlloc(
     pp: *mut *mut c_void,
     size: usize,
-    _flags: c_uint,
+    flags: c_uint,
 ) -> CUresult {
     // SAFETY: the arguments go to `host_alloc` unchanged, valid as cuMemHostAlloc's contract
     // (cuda.h) says.
-    guard(|| unsafe { host_alloc(pp, size) })
+    guard(|| unsafe { host_alloc(pp, size, flags) })
 }
 
 /// `cuMemAllocHost_v2(void**, size_t)`: as `cuMemHostAlloc` with flags 0.
@@ -123,7 +122,7 @@ pub unsafe extern "C" fn cuMemHostAlloc(
 pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) -> CUresult {
     // SAFETY: the arguments go to `host_alloc` unchanged, valid as cuMemAllocHost_v2's contract
     // (cuda.h) says.
-    guard(|| unsafe { host_alloc(pp, size) })
+    guard(|| unsafe { host_alloc(pp, size, 0) })
 }
 
 /// `cuMemFreeHost(void*)`. Works after a fault. Capture-unsafe.
@@ -145,12 +144,13 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
     flags: c_uint,
 ) -> CUresult {
     guard(|| {
-        context::current_checked()?;
+        let ctx = crate::handles::handle_of(context::current_checked()?) as usize;
         let pinned = matches!(
             memory::kind_of(p as usize, 1),
             Some(Kind::Host | Kind::Registered)
         );
-        if flags != 0 || !pinned {
+        // Pinned for another context only (not portable): no device pointer in this one.
+        if flags != 0 || !pinned || !memory::reachable_from(p as usize, 1, ctx) {
             return Err(errors::INVALID_VALUE);
         }
         // SAFETY: `dptr` is NULL or valid for a write, as cuMemHostGetDevicePointer_v2's contract
@@ -160,16 +160,21 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
 }
 
 /// `cuMemHostRegister_v2(void*, size_t, unsigned int flags)`: makes a caller-owned range usable
-/// as device memory (device pointer = host pointer).
+/// as device memory (device pointer = host pointer), for the current context only unless
+/// `CU_MEMHOSTREGISTER_PORTABLE` (see `memory::reachable_from`).
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostRegister_v2(
     p: *mut c_void,
     size: usize,
-    _flags: c_uint,
+    flags: c_uint,
 ) -> CUresult {
     guard(|| {
         let owner = crate::handles::handle_of(context::current_checked()?) as usize;
-        memory::register(p as usize, size, owner)
+        memory::register(p as usize, size, owner)?;
+        if flags & CU_MEMHOSTREGISTER_PORTABLE != 0 {
+            memory::set_portable(p as usize);
+        }
+        Ok(())
     })
 }
 

@@ -32,6 +32,53 @@ static RANGES: RwLock<BTreeMap<usize, (usize, Kind)>> = parking_lot::const_rwloc
 /// the last `cuDevicePrimaryCtxRelease`: "all resources allocated in the context are freed").
 static OWNERS: parking_lot::Mutex<BTreeMap<usize, usize>> =
     parking_lot::const_mutex(BTreeMap::new());
+/// Start addresses of pinned host ranges pinned for every context: registered with
+/// `CU_MEMHOSTREGISTER_PORTABLE` or allocated with `CU_MEMHOSTALLOC_PORTABLE`. Driver API doc,
+/// `cuMemHostRegister`: "CU_MEMHOSTREGISTER_PORTABLE: The memory returned by this call will be
+/// considered as pinned memory by all CUDA contexts, not just the one that performed the
+/// allocation" (and the same for `cuMemHostAlloc`'s `CU_MEMHOSTALLOC_PORTABLE`): without it the
+/// range is pinned and mapped for its owning context only, and a device write to it from a
+/// stream of another context faults here ([`reachable_from`]).
+static PORTABLE: parking_lot::Mutex<std::collections::BTreeSet<usize>> =
+    parking_lot::const_mutex(std::collections::BTreeSet::new());
+
+/// Marks the pinned range starting at `ptr` as pinned for every context.
+pub fn set_portable(ptr: usize) {
+    PORTABLE.lock().insert(ptr);
+}
+
+/// Whether a device access to `[addr, addr + len)` from a stream of context `ctx` (a handle)
+/// reaches memory: a live range, and for pinned host memory one pinned for that context (its
+/// owner's, or portable). See [`PORTABLE`].
+pub fn reachable_from(addr: usize, len: usize, ctx: usize) -> bool {
+    reachable_in(&RANGES.read(), addr, len, ctx)
+}
+
+/// Runs `f` while no range can be freed; `f` gets a checker "does a device access to
+/// `[addr, addr+len)` from a stream of context `ctx` reach memory?" ([`reachable_from`]).
+pub fn with_reachable<R>(ctx: usize, f: impl FnOnce(&dyn Fn(usize, usize) -> bool) -> R) -> R {
+    let ranges = RANGES.read();
+    let check = |addr: usize, len: usize| reachable_in(&ranges, addr, len, ctx);
+    f(&check)
+}
+
+fn reachable_in(
+    ranges: &BTreeMap<usize, (usize, Kind)>,
+    addr: usize,
+    len: usize,
+    ctx: usize,
+) -> bool {
+    let Some(kind) = contains(ranges, addr, len) else {
+        return false;
+    };
+    if kind == Kind::Device {
+        return true;
+    }
+    let Some((&start, _)) = ranges.range(..=addr).next_back() else {
+        return false;
+    };
+    OWNERS.lock().get(&start).is_none_or(|&o| o == ctx) || PORTABLE.lock().contains(&start)
+}
 
 /// Alignment of device allocations (the real driver guarantees at least 256 bytes).
 const DEVICE_ALIGN: usize = 256;
@@ -78,6 +125,7 @@ pub fn release_context(owner: usize) {
             .collect();
         for p in &mine {
             owners.remove(p);
+            PORTABLE.lock().remove(p);
         }
         mine
     };
@@ -124,6 +172,7 @@ pub fn free(kind: Kind, ptr: usize) -> Res<()> {
             ranges.remove(&ptr);
             if kind == Kind::Host {
                 OWNERS.lock().remove(&ptr);
+                PORTABLE.lock().remove(&ptr);
                 // SAFETY: mapped by `alloc_owned` with this length, live until now.
                 unsafe {
                     libc::munmap(ptr as *mut libc::c_void, size.next_multiple_of(HOST_ALIGN))
@@ -160,6 +209,7 @@ pub fn unregister(ptr: usize) -> Res<()> {
         Some(&(_, Kind::Registered)) => {
             ranges.remove(&ptr);
             OWNERS.lock().remove(&ptr);
+            PORTABLE.lock().remove(&ptr);
             Ok(())
         }
         // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED

@@ -414,6 +414,7 @@ impl Stream {
             return;
         }
         crate::trace!("execute on {:p}: {}", self, item.op.describe());
+        let ctx_handle = crate::handles::handle_of(ctx) as usize;
         match item.op {
             Op::Kernel { func, .. } => run_kernel(ctx, func),
             Op::Copy {
@@ -450,16 +451,20 @@ impl Stream {
                     }
                 }
             }),
-            Op::Write64 { addr, value } => memory::with_mapped(|mapped| {
-                if !mapped(addr, 8) {
+            // Pinned host memory of another context (not portable) is not mapped for this one:
+            // the device write faults (see `memory::reachable_from`).
+            Op::Write64 { addr, value } => memory::with_reachable(ctx_handle, |reachable| {
+                if !reachable(addr, 8) {
                     ctx.poison(errors::ILLEGAL_ADDRESS);
                 } else {
                     // SAFETY: mapped and 8-byte aligned (checked at enqueue).
                     unsafe { std::ptr::write_volatile(addr as *mut u64, value) };
                 }
             }),
-            Op::Write32 { addr, value } => memory::with_mapped(|mapped| {
-                if !mapped(addr, 4) {
+            // Pinned host memory of another context (not portable) is not mapped for this one:
+            // the device write faults (see `memory::reachable_from`).
+            Op::Write32 { addr, value } => memory::with_reachable(ctx_handle, |reachable| {
+                if !reachable(addr, 4) {
                     ctx.poison(errors::ILLEGAL_ADDRESS);
                 } else {
                     // SAFETY: mapped and 4-byte aligned (checked at enqueue).

@@ -75,6 +75,10 @@ pub const CU_EVENT_VALID_FLAGS: c_uint = 0x1 | 0x2 | 0x4;
 
 /// `CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER`: the only valid write-value flag besides 0.
 pub const CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER: c_uint = 0x1;
+/// `cuMemHostAlloc` flag: pinned for all contexts (cuda.h).
+pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 0x1;
+/// `cuMemHostRegister` flag: pinned for all contexts (cuda.h).
+pub const CU_MEMHOSTREGISTER_PORTABLE: c_uint = 0x1;
 
 /// The driver version reported by `cuDriverGetVersion` (CUDA 13.0).
 pub const DRIVER_VERSION: c_int = 13000;

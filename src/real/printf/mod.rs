@@ -127,10 +127,27 @@ pub(crate) fn reset_after_fork() {
         b.partial_len = 0;
     });
     SEEN.store(0, Ordering::Relaxed);
+    // A patch under way in another parent thread at fork time never finishes in the child:
+    // the child patches again (slots already patched are skipped).
+    let _ = PATCH_STATE.compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire);
 }
 
-/// Patches the driver module holding `addr_in_driver` (no-op off x86-64 Linux).
+/// Whether the driver's import slots were patched: 0 not yet, 1 being patched (by one thread),
+/// 2 done. Patching is never repeated or done by two threads at once: a slot's page is made
+/// writable, written and made read-only again, and a second patcher re-protecting the page while
+/// the first is between its `mprotect` and its store crashed the program (issue 19 item 1).
+static PATCH_STATE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Patches the driver module holding `addr_in_driver`, once per process (no-op off x86-64
+/// Linux). Threads that find the patch done or under way return at once (nothing waits: an
+/// assert line printed by the driver meanwhile is not captured, nothing else changes).
 pub(crate) fn hook_driver(addr_in_driver: usize) {
+    if PATCH_STATE
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return;
+    }
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
         // SAFETY: reads loader data of a loaded module, writes only its GOT slots.
@@ -145,6 +162,7 @@ pub(crate) fn hook_driver(addr_in_driver: usize) {
     }
     #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
     let _ = addr_in_driver;
+    PATCH_STATE.store(2, Ordering::Release);
 }
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

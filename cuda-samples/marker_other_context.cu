@@ -1,0 +1,136 @@
+// EXPECT kernel=ptx_scatter site=launch_in_context error=CUDA_ERROR_ILLEGAL_ADDRESS confidence=exact reporter=cuStreamSynchronize
+// BUILD-FLAGS: -lcuda
+//
+// marker_other_context.cu: progress-marker memory for a stream whose first op is issued while
+// another context is current (issue 19 item 7). Two driver-API contexts on device 0; the first
+// op on context B's stream is a copy made while context A is current, so cudablame makes B's
+// marker memory then. Before the fix that memory was registered for the current context (A)
+// only, without CU_MEMHOSTREGISTER_PORTABLE, and its device address was A's: B's stream could
+// not write its markers (a new fault in B, or markers off). The stream is synchronized (must
+// succeed: a failure here is cudablame's doing), then B runs ptx_fill and the culprit
+// ptx_scatter on that stream, and the sync reports 700. Run it also with
+// CUDABLAME_MARKERS=every (a marker after every op): the culprit must stay exact:
+//   scripts/gpu-check.sh marker_other_context
+//   CUDABLAME_MARKERS=every scripts/gpu-check.sh marker_other_context
+// A copy may be issued to a stream that is not the current context's ("A memory copy will
+// succeed even if it is issued to a stream that is not associated to the current device",
+// CUDA C++ Programming Guide, Multi-Device System, Stream and Event Behavior); a kernel launch
+// may not, hence the copy.
+//
+// Timeline:
+//   B = cuCtxCreate(dev 0): module, stream sB (non-blocking), buffer; A = cuCtxCreate(dev 0)
+//   (A current) cuMemcpyHtoDAsync(bufB, host, sB)   -> first op of sB, marker slab for B
+//   cuStreamSynchronize(sB)                         -> must be CUDA_SUCCESS
+//   cuCtxSetCurrent(B)
+//   launch_in_context(ptx_fill, sB)                 -> good
+//   launch_in_context(ptx_scatter, sB, 0x10)        -> CULPRIT (700 in context B)
+//   cuStreamSynchronize(sB)                         -> REPORTS CUDA_ERROR_ILLEGAL_ADDRESS
+//
+// Expected: "sample-error: CUDA_ERROR_ILLEGAL_ADDRESS at cuStreamSynchronize(sb) ...", exit 1.
+#include <cstdio>
+#include <cuda.h>
+
+#include "check.h"
+
+// out[i] = i for i < n (same body as driver_api.cu), and a spin of `cycles`.
+#define PTX_STORE_INDEX_KERNEL(NAME)                                             \
+    ".visible .entry " NAME "(\n"                                                \
+    "    .param .u64 " NAME "_out,\n"                                            \
+    "    .param .u32 " NAME "_n\n"                                               \
+    ")\n"                                                                        \
+    "{\n"                                                                        \
+    "    .reg .pred %p<2>;\n"                                                    \
+    "    .reg .b32 %r<5>;\n"                                                     \
+    "    .reg .b64 %rd<5>;\n"                                                    \
+    "    ld.param.u64 %rd1, [" NAME "_out];\n"                                   \
+    "    ld.param.u32 %r1, [" NAME "_n];\n"                                      \
+    "    mov.u32 %r2, %ctaid.x;\n"                                               \
+    "    mov.u32 %r3, %ntid.x;\n"                                                \
+    "    mov.u32 %r4, %tid.x;\n"                                                 \
+    "    mad.lo.s32 %r2, %r2, %r3, %r4;\n"                                       \
+    "    setp.ge.s32 %p1, %r2, %r1;\n"                                           \
+    "    @%p1 bra $L_" NAME "_done;\n"                                           \
+    "    cvta.to.global.u64 %rd2, %rd1;\n"                                       \
+    "    mul.wide.s32 %rd3, %r2, 4;\n"                                           \
+    "    add.s64 %rd4, %rd2, %rd3;\n"                                            \
+    "    st.global.u32 [%rd4], %r2;\n"                                           \
+    "$L_" NAME "_done:\n"                                                        \
+    "    ret;\n"                                                                 \
+    "}\n"
+
+static const char kPtx[] =
+    ".version 8.0\n"
+    ".target sm_75\n"
+    ".address_size 64\n"
+    "\n" PTX_STORE_INDEX_KERNEL("ptx_fill") "\n" PTX_STORE_INDEX_KERNEL("ptx_scatter")
+    "\n"
+    ".visible .entry ptx_slow(\n"
+    "    .param .u64 ptx_slow_out,\n"
+    "    .param .u32 ptx_slow_n\n"
+    ")\n"
+    "{\n"
+    "    .reg .pred %p<2>;\n"
+    "    .reg .b64 %rd<5>;\n"
+    "    mov.u64 %rd1, 400000000;\n"
+    "    mov.u64 %rd2, %clock64;\n"
+    "$L_spin:\n"
+    "    mov.u64 %rd3, %clock64;\n"
+    "    sub.s64 %rd4, %rd3, %rd2;\n"
+    "    setp.lt.s64 %p1, %rd4, %rd1;\n"
+    "    @%p1 bra $L_spin;\n"
+    "    ret;\n"
+    "}\n";
+
+// cuCtxCreate gained a CUctxCreateParams* parameter in CUDA 13 (cuCtxCreate_v4).
+static CUresult create_context(CUcontext* ctx, CUdevice dev) {
+#if CUDA_VERSION >= 13000
+    CUctxCreateParams params = {};  // no execution affinity, no CIG: a plain context
+    return cuCtxCreate(ctx, &params, 0, dev);
+#else
+    return cuCtxCreate(ctx, 0, dev);
+#endif
+}
+
+__attribute__((noinline)) CUresult launch_in_context(CUfunction f, CUstream s, CUdeviceptr out,
+                                                     int n) {
+    void* args[] = {&out, &n};
+    return cuLaunchKernel(f, (n + 255) / 256, 1, 1, 256, 1, 1, 0, s, args, nullptr);
+}
+
+int main() {
+    const int n = 1024;
+    static int host[n];
+    CUdevice dev;
+    CUcontext a, b;
+    CUmodule mod_b;
+    CUfunction fill, scatter;
+    CUstream sb;
+    CUdeviceptr buf_b;
+    CU_CHECK(cuInit(0));
+    CU_CHECK(cuDeviceGet(&dev, 0));
+    CU_CHECK(create_context(&b, dev));
+    CU_CHECK(cuModuleLoadData(&mod_b, kPtx));
+    CU_CHECK(cuModuleGetFunction(&fill, mod_b, "ptx_fill"));
+    CU_CHECK(cuModuleGetFunction(&scatter, mod_b, "ptx_scatter"));
+    CU_CHECK(cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING));
+    CU_CHECK(cuMemAlloc(&buf_b, n * sizeof(int)));
+    CU_CHECK(create_context(&a, dev));  // pushes A: current from here on
+    // The first op on B's stream, issued while A is current.
+    CU_CHECK(cuMemcpyHtoDAsync(buf_b, host, n * sizeof(int), sb));
+    CUresult clean = cuStreamSynchronize(sb);
+    if (clean != CUDA_SUCCESS) {
+        const char* name = "?";
+        cuGetErrorName(clean, &name);
+        fprintf(stderr, "sample-error: %s at the clean cuStreamSynchronize(sb) (not the culprit)\n",
+                name);
+        return 2;
+    }
+    CU_CHECK(cuCtxSetCurrent(b));  // B current from here on
+    CU_CHECK(launch_in_context(fill, sb, buf_b, n));
+    // BUG: the output handle of the second pass was never filled in.
+    CU_CHECK(launch_in_context(scatter, sb, CUdeviceptr(0x10), n));
+    CU_CHECK(cuStreamSynchronize(sb));
+    printf("unexpected: no error\n");
+    (void)a;
+    return 0;
+}

@@ -1,0 +1,203 @@
+//! Issue 19: cudablame never crashes, hangs or slows the program it watches (items 1, 2, 3, 6
+//! and 7; see docs/guarantees.md). Each test failed before its fix.
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+/// Item 1: 8 threads behind a barrier making their first hooked call at once, in 300 fresh
+/// processes (forked children). Before, every thread that found the driver table missing built
+/// it and patched the driver's read-only import slots (mprotect writable, store, mprotect
+/// read-only): one thread re-protected the page while another was between its mprotect and
+/// its store, and the child died of SIGSEGV (a few in a few hundred).
+#[test]
+fn threads_making_their_first_call_at_once_never_crash() {
+    let bin = compile("first_call_race", true);
+    for shim_on in [false, true] {
+        let mut cmd = command(&bin, &["300", "8"]);
+        if shim_on {
+            cmd.env("LD_PRELOAD", shim());
+        }
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(120));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            stdout.trim(),
+            "rounds=300 crashed=0 failed=0",
+            "shim {shim_on}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Item 2: a library constructor (inside `dlopen`, glibc's loader lock held) starts a worker
+/// and joins it while the worker creates a thread. Before, the `pthread_create` hook called
+/// `dladdr`, which waits for the loader lock: hung forever.
+#[test]
+fn a_constructor_waiting_for_threads_inside_dlopen_does_not_hang() {
+    let lib = compile_with(
+        "ctor_threads_lib",
+        "libctorthreads.so",
+        &["-shared", "-fPIC"],
+    );
+    let bin = compile_with("ctor_threads", "ctor_threads", &[]);
+    let lib = lib.to_string_lossy().into_owned();
+    for shim_on in [false, true] {
+        for _ in 0..5 {
+            let mut cmd = command(&bin, &[&lib]);
+            if shim_on {
+                cmd.env("LD_PRELOAD", shim());
+            }
+            let (out, _) = output_within(&mut cmd, Duration::from_secs(20));
+            assert_eq!(
+                (
+                    out.status.code(),
+                    String::from_utf8_lossy(&out.stdout).trim()
+                ),
+                (Some(0), "ctor_result=42"),
+                "shim {shim_on}"
+            );
+        }
+    }
+}
+
+/// A shared library with `symbols` exported symbols and `spawn_threads(n)`, whose start routine lies in
+/// it (dladdr of the start routine scans this library's symbol table).
+fn many_symbols_library(symbols: usize) -> std::path::PathBuf {
+    let out = scratch().join(format!("libmanysyms{symbols}.so"));
+    if out.exists() {
+        return out;
+    }
+    let mut src = String::from(
+        "#include <pthread.h>\nstatic void *body(void *a) { return a; }\n\
+         int spawn_threads(int n) { int ok = 0; for (int i = 0; i < n; i++) { pthread_t t; \
+         if (pthread_create(&t, 0, body, 0) == 0) { pthread_join(t, 0); ok++; } } return ok; }\n",
+    );
+    // Data symbols: `dladdr` scans them all the same, and they compile 10x faster than functions.
+    for i in 0..symbols {
+        src.push_str(&format!("int many_symbols_v{i} = {i};\n"));
+    }
+    let c = scratch().join(format!("manysyms{symbols}.c"));
+    std::fs::write(&c, src).unwrap();
+    let st = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-O0", "-shared", "-fPIC", "-o"])
+        .arg(&out)
+        .arg(&c)
+        .arg("-lpthread")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    out
+}
+
+/// Item 3: creating 2,000 threads whose start routine lies in a library of 60,000 symbols is not
+/// more than 3x slower under cudablame than without (best of 5 interleaved runs each). Before,
+/// the hook called `dladdr` on the start routine (a scan of the whole dynamic symbol table) up to
+/// four times per thread: 5 to 25 times slower here (2 loaded cores).
+#[test]
+fn thread_creation_costs_about_the_same_with_the_shim() {
+    let lib = many_symbols_library(60_000);
+    let bin = compile("thread_cost", false);
+    let lib = lib.to_string_lossy().into_owned();
+    let ns = |shim_on: bool| -> u64 {
+        let mut cmd = command(&bin, &[&lib, "2000"]);
+        if shim_on {
+            cmd.env("LD_PRELOAD", shim());
+        }
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(120));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{stdout}");
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("ns_per_thread="))
+            .unwrap_or_else(|| panic!("{stdout}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (mut plain, mut shim) = (u64::MAX, u64::MAX);
+    for _ in 0..5 {
+        plain = plain.min(ns(false));
+        shim = shim.min(ns(true));
+    }
+    eprintln!("ns per thread: {plain} without, {shim} with cudablame");
+    assert!(
+        shim <= 3 * plain + 5_000,
+        "thread creation {shim} ns with cudablame, {plain} ns without"
+    );
+}
+
+/// Item 7: the first op of context B's stream is a copy issued while context A is current, so
+/// cudablame makes B's marker slab with A current. Before, the slab was registered for the
+/// current context only (no `CU_MEMHOSTREGISTER_PORTABLE`): the fake driver, following the
+/// driver API doc of `cuMemHostRegister`, faults a device write to it from B's stream, and the
+/// program's clean synchronization returned 700. Now the slab is portable and its device
+/// address is asked with B current: the sync is clean and B's fault is named exactly.
+#[test]
+fn marker_memory_is_written_by_the_context_it_is_for() {
+    let bin = compile("scenarios", false);
+    let plain = run(&bin, &["marker_other_context"], false, &[]);
+    assert_eq!(plain.printed("clean_sync_rc"), "0");
+    assert_eq!(plain.printed("sync_rc"), "700");
+    // `every` is the GPU sample's setting (branch i21-markers; before it is merged the value is
+    // refused with one line and the default, a marker after every op, applies).
+    for markers in ["on", "every"] {
+        let r = run(
+            &bin,
+            &["marker_other_context"],
+            true,
+            &[("CUDABLAME_MARKERS", markers)],
+        );
+        assert_eq!(
+            r.printed("clean_sync_rc"),
+            "0",
+            "markers {markers}: {}",
+            r.stderr
+        );
+        assert_eq!(r.printed("sync_rc"), "700");
+        let rep = r.report();
+        assert_eq!(r.culprit()["kernel"], "oob_write", "{}", r.stderr);
+        assert_eq!(r.culprit()["seq"], 3, "{}", r.stderr);
+        assert_eq!(r.culprit()["device"], 1, "{}", r.stderr);
+        assert_eq!(rep["culprit"]["confidence"], "exact", "{}", r.stderr);
+    }
+}
+
+/// Item 6: a launch from plugin A, then `dlclose(A)` and another library B loaded at A's address,
+/// then the report. The culprit's stack copy is unwound at report time: before, its frame in A
+/// was symbolized with B's symbols (`plugin_b_free_buffers at dlclose_lib.c:..`); now each copy
+/// carries the load generation it was taken in, and a frame in a module loaded after it reads
+/// "unloaded module".
+#[test]
+fn a_frame_of_an_unloaded_library_is_never_named_after_its_successor() {
+    let a = compile_with("dlclose_lib", "libunl_a.so", &["-shared", "-fPIC"]);
+    let b = compile_with(
+        "dlclose_lib",
+        "libunl_b.so",
+        &["-shared", "-fPIC", "-DPLUGIN_B"],
+    );
+    let (a, b) = (a.display().to_string(), b.display().to_string());
+    let bin = compile("scenarios", false);
+    let plain = run(&bin, &["unloaded_plugin", &a, &b], false, &[]);
+    assert_eq!(plain.printed("memcpy_rc"), "700");
+    let r = run(&bin, &["unloaded_plugin", &a, &b], true, &[]);
+    assert_eq!(
+        r.printed("same_address"),
+        "1",
+        "B was not loaded where A was"
+    );
+    assert_eq!(r.printed("memcpy_rc"), "700");
+    assert_eq!(r.culprit()["kernel"], "oob_write", "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("plugin_b_free_buffers") && !r.stderr.contains("launch_from_plugin"),
+        "{}",
+        r.stderr
+    );
+    let stack = r.culprit()["stack"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        stack.first().and_then(|f| f["module"].as_str()),
+        Some("unloaded module"),
+        "{stack:?}\n{}",
+        r.stderr
+    );
+}
