@@ -133,7 +133,9 @@ cargo_checks() {
 }
 
 crate_checks() {
-    local croot="$work/crate-root" block crates="$root/target/install-package/crates"
+    # The .crate files are unpacked outside this repository (inside it, cargo would take them for
+    # members of this workspace).
+    local croot="$work/crate-root" block crates="$work/crates"
     block=$(readme_block install-from-crate)
     [ -n "$block" ] || { echo "FAILED README.md has no <!-- install-from-crate --> block"; failed=$((failed + 1)); return; }
     rm -rf "$root/target/package"/*.crate "$crates" && mkdir -p "$crates"
