@@ -115,7 +115,7 @@ readme_block() {
 # installed_checks ROOT NAME: the installed command works as a user's.
 installed_checks() {
     local croot=$1 what=$2
-    check "$what: cudablame run -- /bin/true" as_user "$croot/bin" cudablame run --report off -- /bin/true
+    check "$what: cudablame run -- /bin/true" as_user "$croot/bin" cudablame run -- /bin/true
     check "$what: cudablame demo (simulated)" \
         as_user "$croot/bin" sh -c 'cd "$TMPDIR" && cudablame demo --simulated 2>&1 | tee /dev/stderr | grep -q "names histogram_oob (exact), launched from .*enqueue_histogram"'
     check "$what: library extracted to the user cache" \

@@ -17,6 +17,8 @@
 //! and `cargo install --path`), else beside `OUT_DIR`. The nested build sets
 //! `CUDABLAME_EMBED_INNER` (an internal marker between this script and itself, never read by the
 //! library or the command) so that the command's own build script is not run again inside it.
+//! The price: a fresh workspace build compiles the library twice (`target/release/` and
+//! `target/embed/`); later builds are incremental in both.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
