@@ -5,13 +5,19 @@
 #      `cudablame demo` (simulated driver), `cudablame run -- python3 <script>` (a Python program
 #      faulting on the simulated driver: the report must name its kernel and Python line) and
 #      `python -m cudablame`;
-#   2. `cargo install --path crates/cli` into a temporary --root; `cudablame run -- /bin/true` and
-#      `cudablame demo` from there, with an empty HOME (the embedded library is extracted there).
+#   2. the README's own `cargo install` line, as written there (`cargo install --path crates/cli`,
+#      no variable, the workspace's target/ reused), into a temporary CARGO_INSTALL_ROOT;
+#      `cudablame run -- /bin/true` and `cudablame demo` from there, with an empty HOME (the
+#      embedded library is extracted there), and no "is not a cudablame variable" line;
+#   3. the packaged crate: `cargo package --workspace --no-verify`, then the README's block for
+#      installing from the .crate files, as written there, in a folder holding only them
+#      (CARGO_TARGET_DIR=target/install-package, so reruns are incremental).
 # Each check prints "ok NAME" or "FAILED NAME" with its log; the last line is "N passed, M failed".
-# Build output goes to target/wheel-* and target/install (incremental on reruns).
-#   scripts/test-install.sh            # both
+# Build output goes to target/ (wheel, release, embed) and target/install-package (incremental).
+#   scripts/test-install.sh            # all three
 #   scripts/test-install.sh wheel      # only the wheel
-#   scripts/test-install.sh cargo      # only cargo install
+#   scripts/test-install.sh cargo      # only cargo install --path
+#   scripts/test-install.sh crate      # only the packaged crate
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -93,23 +99,66 @@ wheel_checks() {
     check "python -m cudablame" as_user "$venv/bin" sh -c 'python -m cudablame --version | grep -q "^cudablame "'
 }
 
-cargo_checks() {
-    local croot="$work/cargo-root"
-    check "cargo install --path crates/cli" cargo install --quiet --path crates/cli --root "$croot" --target-dir "$root/target/install"
-    check "cargo-installed: cudablame run -- /bin/true" as_user "$croot/bin" cudablame run -- /bin/true
-    check "cargo-installed: cudablame demo (simulated)" \
-        as_user "$croot/bin" sh -c 'cudablame demo --simulated --report-dir "$TMPDIR" 2>&1 | tee /dev/stderr | grep -q "names histogram_oob (exact), launched from .*enqueue_histogram"'
-    check "cargo-installed: library extracted to the user cache" \
+# readme_line TEXT: the README's line that starts with TEXT, without its comment (fails when the
+# README has no such line: the test runs what the README says).
+readme_line() {
+    local line
+    line=$(grep -m1 -E "^$1( |$)" README.md) || { echo "README.md has no line: $1" >&2; return 1; }
+    echo "${line%%#*}"
+}
+
+# readme_block NAME: the lines of the README's ```sh block after the line <!-- NAME -->.
+readme_block() {
+    awk -v m="<!-- $1 -->" '$0 == m {f = 1; next} f && /^```sh/ {b = 1; next} b && /^```/ {exit} b {print}' README.md
+}
+
+# installed_checks ROOT NAME: the installed command works as a user's.
+installed_checks() {
+    local croot=$1 what=$2
+    check "$what: cudablame run -- /bin/true" as_user "$croot/bin" cudablame run -- /bin/true
+    check "$what: cudablame demo (simulated)" \
+        as_user "$croot/bin" sh -c 'cd "$TMPDIR" && cudablame demo --simulated 2>&1 | tee /dev/stderr | grep -q "names histogram_oob (exact), launched from .*enqueue_histogram"'
+    check "$what: library extracted to the user cache" \
         sh -c "ls '$work'/home/.cache/cudablame/*/libcudablame.so"
+    check "$what: CUDABLAME_EMBED=1 exported is not called a typo" \
+        as_user "$croot/bin" sh -c 'cd "$TMPDIR" && out=$(CUDABLAME_EMBED=1 cudablame demo --simulated 2>&1); echo "$out"; case $out in *"not a cudablame variable"*) exit 1 ;; *"names histogram_oob"*) exit 0 ;; *) exit 1 ;; esac'
+}
+
+cargo_checks() {
+    local croot="$work/cargo-root" line
+    line=$(readme_line "cargo install --path crates/cli") || { failed=$((failed + 1)); return; }
+    echo "README: $line"
+    check "$line" env CARGO_INSTALL_ROOT="$croot" sh -c "$line --quiet"
+    installed_checks "$croot" "cargo-installed"
+}
+
+crate_checks() {
+    # The .crate files are unpacked outside this repository (inside it, cargo would take them for
+    # members of this workspace).
+    local croot="$work/crate-root" block crates="$work/crates"
+    block=$(readme_block install-from-crate)
+    [ -n "$block" ] || { echo "FAILED README.md has no <!-- install-from-crate --> block"; failed=$((failed + 1)); return; }
+    rm -rf "$root/target/package"/*.crate "$crates" && mkdir -p "$crates"
+    check "cargo package --workspace --no-verify" cargo package --workspace --no-verify --quiet --allow-dirty
+    cp "$root"/target/package/*.crate "$crates/"
+    echo "README (in a folder with the .crate files):"
+    echo "$block" | sed 's/^/    /'
+    check "install from the .crate files (README block)" \
+        sh -c "cd '$crates' && export CARGO_INSTALL_ROOT='$croot' CARGO_TARGET_DIR='$root/target/install-package/target' && set -e && $(echo "$block" | sed 's/$/;/' | tr '\n' ' ')"
+    rm -rf "$work/home/.cache"
+    installed_checks "$croot" "crate-installed"
 }
 
 case $what in
 wheel) wheel_checks ;;
 cargo) cargo_checks ;;
+crate) crate_checks ;;
 *)
     wheel_checks
     rm -rf "$work/home/.cache"
     cargo_checks
+    rm -rf "$work/home/.cache"
+    crate_checks
     ;;
 esac
 echo "$passed passed, $failed failed"

@@ -150,6 +150,9 @@ pub(crate) const VARIABLES: &[&str] = &[
     "CUDABLAME_TEST_PANIC",
     // Read by the `cudablame` command (where libcudablame.so is), not by the library.
     "CUDABLAME_LIB",
+    // A build setting of earlier versions (crates/cli/build.rs), which the README told users to
+    // export; nothing reads it now (every build embeds the library), so it is accepted silently.
+    "CUDABLAME_EMBED",
 ];
 
 /// One warning per set `CUDABLAME_*` variable that cudablame does not know (a typo would

@@ -1,55 +1,78 @@
-//! Embeds `libcudablame.so` and the simulated driver (`libfakecuda.so`) into the `cudablame`
-//! command when it is built to be installed on its own (`cargo install`, a pip wheel), so that the
-//! installed command carries what it preloads (see `src/locate.rs`: extracted on first use to
-//! `$XDG_CACHE_HOME/cudablame/<version>-<hash>/`).
+//! Embeds `libcudablame.so` and the simulated driver (`libfakecuda.so`) into every build of the
+//! `cudablame` command, so that the command works wherever it is copied or installed
+//! (`cargo install --path crates/cli`, a pip wheel): `src/locate.rs` writes the embedded copy on
+//! first use to `$XDG_CACHE_HOME/cudablame/<version>-<hash>/` when no library is found beside the
+//! command.
 //!
-//! Cargo cannot make a binary depend on its own package's cdylib, so this script builds the two
-//! libraries with a nested `cargo build` into a separate target directory (the nested build skips
-//! this step). When to embed:
-//! * `CUDABLAME_EMBED=1` or the `embed` feature (the wheel sets it): always;
-//! * `CUDABLAME_EMBED=0`: never;
-//! * otherwise: when the target directory is not this repository's own `target/`, which is what
-//!   `cargo install --path .` does (a temporary target directory). The repository's own builds
-//!   (`cargo build --release --workspace`, `scripts/test.sh`) leave the libraries beside the
-//!   command in `target/release/` and pay nothing for embedding.
+//! Why always, with no switch: `cargo install --path crates/cli` builds in the workspace's own
+//! `target/` with the same profile, environment and build-script outputs as `cargo build
+//! --release` (measured: a build script sees identical variables, and cargo reuses the earlier
+//! run), so a build script cannot tell an install from a workspace build. An earlier version
+//! guessed from the target directory and gave `cargo install` a command without its library.
+//!
+//! Cargo cannot make a binary depend on its own workspace's cdylib (artifact dependencies are
+//! unstable), and the command must not link the library (it would export `dlsym` into itself),
+//! so this script builds the two libraries with a nested `cargo build` into a separate target
+//! directory: `target/embed/` inside this repository (incremental, shared by the workspace build
+//! and `cargo install --path`), else beside `OUT_DIR`. The nested build sets
+//! `CUDABLAME_EMBED_INNER` (an internal marker between this script and itself, never read by the
+//! library or the command) so that the command's own build script is not run again inside it.
+//! The price: a fresh workspace build compiles the library twice (`target/release/` and
+//! `target/embed/`); later builds are incremental in both.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-env-changed=CUDABLAME_EMBED");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("manifest dir"));
-    // The workspace root (this crate is crates/cli): the preload library is its root package.
-    let root = manifest.join("../..");
     let empty =
         "pub const LIB: &[u8] = &[];\npub const FAKE: &[u8] = &[];\npub const HASH: &str = \"\";\n";
-    let inner = std::env::var_os("CUDABLAME_EMBED_INNER").is_some();
-    // OUT_DIR = <target>/<profile>/build/<package>-<hash>/out
-    let target_dir = out.ancestors().nth(4).map(Path::to_path_buf);
-    let own_target = target_dir
-        .as_deref()
-        .zip(root.join("target").canonicalize().ok())
-        .is_some_and(|(t, m)| t.canonicalize().is_ok_and(|t| t == m));
-    let embed = match std::env::var("CUDABLAME_EMBED").as_deref() {
-        Ok("1") => true,
-        Ok("0") => false,
-        _ => std::env::var_os("CARGO_FEATURE_EMBED").is_some() || !own_target,
-    };
-    if inner || !embed {
+    if std::env::var_os("CUDABLAME_EMBED_INNER").is_some() {
         write(&out.join("embedded.rs"), empty);
         return;
     }
-    for dir in ["src", "crates/report", "Cargo.toml", "Cargo.lock"] {
-        println!("cargo:rerun-if-changed={}", root.join(dir).display());
-    }
+    // The workspace root (this crate is crates/cli): the preload library is its root package.
+    let in_workspace = std::fs::read_to_string(manifest.join("../../Cargo.toml"))
+        .is_ok_and(|m| m.contains("name = \"cudablame-preload\""))
+        && manifest.join("../../src/lib.rs").is_file();
+    let root = if in_workspace {
+        manifest.join("../..")
+    } else {
+        // The packaged crate (`cargo package --workspace`, then `cargo install` of the .crate, or
+        // a registry): no workspace beside it. A generated package in OUT_DIR names the preload
+        // library and the simulated driver as registry dependencies of this crate's version,
+        // found where cargo finds this crate's own dependencies (a registry, or the
+        // `[patch.crates-io]` of the installer's cargo configuration: README, Install); the
+        // nested build below builds just those two packages. Not a code dependency of this crate.
+        let version = std::env::var("CARGO_PKG_VERSION").expect("version");
+        let gen = out.join("embed-src");
+        std::fs::create_dir_all(&gen).expect("make embed-src");
+        write(
+            &gen.join("Cargo.toml"),
+            &format!(
+                "[package]\nname = \"cudablame-embed\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\
+                 [lib]\npath = \"lib.rs\"\n[dependencies]\ncudablame-preload = \"={version}\"\nfake-cuda = \"={version}\"\n\
+                 [workspace]\n"
+            ),
+        );
+        write(&gen.join("lib.rs"), "");
+        gen
+    };
+    // OUT_DIR = <target>/<profile>/build/<package>-<hash>/out
+    let target_dir = out.ancestors().nth(4).map(Path::to_path_buf);
+    let own_target = in_workspace
+        && target_dir
+            .as_deref()
+            .zip(root.join("target").canonicalize().ok())
+            .is_some_and(|(t, m)| t.canonicalize().is_ok_and(|t| t == m));
     let fake_dir = root.join("shim-tests/fake-driver");
-    let with_fake = fake_dir.join("Cargo.toml").is_file();
-    if with_fake {
+    let with_fake = !in_workspace || fake_dir.join("Cargo.toml").is_file();
+    if in_workspace {
         println!("cargo:rerun-if-changed={}", fake_dir.display());
     }
-    // Inside this repository's target/ (the wheel, built in place): a stable directory, so that
-    // rebuilds are incremental; else (cargo install) beside OUT_DIR.
+    // Inside this repository's target/ (workspace builds, `cargo install --path`, the wheel): a
+    // stable directory, so that rebuilds are incremental; else beside OUT_DIR.
     let nested = if own_target {
         root.join("target/embed")
     } else {

@@ -536,3 +536,37 @@ fn trace_export_is_chrome_trace_format() {
         7
     );
 }
+
+/// Issue 22: with launch stacks off there is no stack below, and the lead says why.
+#[test]
+fn stack_off_does_not_point_at_a_stack_below() {
+    let dir = fresh_dir("stack-off");
+    let report = dir.join("r.json");
+    let o = cli(
+        &[
+            "run",
+            "--stack",
+            "off",
+            "--report",
+            s(&report),
+            "--",
+            s(&scenarios()),
+            "oob",
+        ],
+        &[],
+    );
+    let e = stderr(&o);
+    assert!(e.contains("culprit:  oob_write"), "{e}");
+    let launched = e.lines().find(|l| l.starts_with("launched:")).unwrap_or("");
+    assert!(
+        launched.contains("(no launch stack recorded: launch stacks are off"),
+        "{e}"
+    );
+    assert!(!e.contains("see the launch stack below"), "{e}");
+    let o = cli(&["show", s(&report)], &[]);
+    assert!(
+        stdout(&o).contains("(no launch stack recorded"),
+        "{}",
+        stdout(&o)
+    );
+}

@@ -248,7 +248,7 @@ fn summary_says_where_it_found_nothing_and_names_unusable_reports() {
     assert!(!e.contains("trace.json"), "{e}");
 }
 
-/// Copies the command alone to `dir/bin/` (a copy of the workspace build has no embedded library).
+/// Copies the command alone to `dir/bin/` (it carries the library: crates/cli/build.rs).
 fn copy_command(dir: &Path) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -295,13 +295,7 @@ fn demo_finds_the_library_and_simulated_driver_where_they_are_installed() {
         err(&o)
     );
 
-    // Nothing anywhere: one line naming the places looked in, and how to get the library.
-    let bare = fresh("install-bare");
-    let exe = copy_command(&bare);
-    let o = cli_in(&exe, &["run", "--", "/bin/true"], &[]);
-    assert_eq!(o.status.code(), Some(127), "{}", err(&o));
-    assert_eq!(err(&o).lines().count(), 1, "{}", err(&o));
-    assert!(err(&o).contains(s(&bare.join("bin"))), "{}", err(&o));
+    // Nothing beside it: the copy it carries (the_command_alone_carries_its_library_...).
 }
 
 #[test]
@@ -348,4 +342,280 @@ fn summary_tells_two_runs_of_one_job_apart() {
         assert_eq!(part.matches("FIRST FAILURE").count(), 1, "{text}");
         assert!(part.contains("rank 1: first failure"), "{text}");
     }
+}
+
+// ---- issue 22: diagnostics that name the real problem, a demo that points at the launching
+// ---- function, and a command that carries its library.
+
+/// `cli_in` with a working directory.
+fn cli_at(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = command(&cudablame(), args);
+    cmd.current_dir(dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    output_within(&mut cmd, Duration::from_secs(60)).0
+}
+
+#[test]
+fn run_refuses_a_folder_or_a_non_library_as_the_library_before_starting() {
+    let dir = fresh("bad-lib");
+    let typo = dir.join("typo.py");
+    std::fs::write(&typo, "print('not a library')\n").unwrap();
+    let program = ["run", "--", "sh", "-c", "echo PROGRAM-RAN"];
+    for (args, env, said) in [
+        (vec!["--lib", s(&dir)], vec![], "is a folder, not a library"),
+        (vec!["--lib", s(&typo)], vec![], "is not a shared library"),
+        (
+            vec![],
+            vec![("CUDABLAME_LIB", s(&typo))],
+            "is not a shared library",
+        ),
+    ] {
+        let mut all = vec![program[0]];
+        all.extend(&args);
+        all.extend(&program[1..]);
+        let o = cli_in(&cudablame(), &all, &env);
+        assert_eq!(o.status.code(), Some(127), "{all:?}: {}", err(&o));
+        assert!(!out(&o).contains("PROGRAM-RAN"), "ran unwatched: {all:?}");
+        assert_eq!(err(&o).lines().count(), 1, "{}", err(&o));
+        assert!(err(&o).contains(said), "{all:?}: {}", err(&o));
+        assert!(!err(&o).contains("does not exist"), "{}", err(&o));
+    }
+}
+
+#[test]
+fn run_names_a_folder_given_as_the_program() {
+    let dir = fresh("folder-program");
+    let o = cli(&["run", "--report", "off", "--", s(&dir)]);
+    assert_eq!(o.status.code(), Some(126), "{}", err(&o));
+    assert_eq!(
+        err(&o).trim(),
+        format!("cudablame run: {}: is a folder, not a program", s(&dir))
+    );
+}
+
+#[test]
+fn a_report_path_through_a_file_names_the_file() {
+    let dir = fresh("report-through-file");
+    let file = dir.join("afile");
+    std::fs::write(&file, "x").unwrap();
+    let pattern = file.join("r.json");
+    let o = cli(&[
+        "run",
+        "--report",
+        s(&pattern),
+        "--",
+        "sh",
+        "-c",
+        "echo PROGRAM-RAN",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(!out(&o).contains("PROGRAM-RAN"));
+    let e = err(&o);
+    assert!(e.contains(&format!("{} is a file", s(&file))), "{e}");
+    assert!(!e.contains("os error 17"), "{e}");
+}
+
+#[test]
+fn the_default_report_folder_is_checked_at_start() {
+    // /proc cannot hold files, even for root (the tests may run as root, for whom permission
+    // bits do not stop writes).
+    let o = cli_at(
+        Path::new("/proc"),
+        &["run", "--", "sh", "-c", "echo PROGRAM-RAN"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(!out(&o).contains("PROGRAM-RAN"));
+    let e = err(&o);
+    assert!(e.contains("cannot write in the current folder"), "{e}");
+    assert!(
+        e.contains("the default report path cudablame-%h-%p.json"),
+        "{e}"
+    );
+    // Told where to write instead, it runs.
+    let o = cli_at(
+        Path::new("/proc"),
+        &[
+            "run",
+            "--report",
+            "off",
+            "--",
+            "sh",
+            "-c",
+            "echo PROGRAM-RAN",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(out(&o).contains("PROGRAM-RAN"));
+}
+
+#[test]
+fn show_tells_white_space_from_empty_and_skips_traces() {
+    let dir = fresh("show-space-trace");
+    let spaces = dir.join("spaces.json");
+    std::fs::write(&spaces, vec![b' '; 200 << 20]).unwrap();
+    let o = cli(&["show", s(&spaces)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err(&o).contains("holds only white space (209715200 bytes)"),
+        "{}",
+        err(&o)
+    );
+    assert!(!err(&o).contains("empty file"), "{}", err(&o));
+    std::fs::remove_file(&spaces).unwrap();
+    // A trace first, then a report (`show reports/*.json` over a folder holding both).
+    let trace = dir.join("a-trace.json");
+    std::fs::write(&trace, r#"{"traceEvents": [], "displayTimeUnit": "ns"}"#).unwrap();
+    let good = report();
+    let o = cli(&["show", s(&trace), s(&good)]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(out(&o).contains("culprit:  oob_write"), "{}", out(&o));
+    assert!(err(&o).contains("a-trace.json is a trace"), "{}", err(&o));
+}
+
+#[test]
+fn show_and_summary_word_a_newer_schema_alike() {
+    let dir = fresh("newer-schema");
+    let future = std::fs::read_to_string(report())
+        .unwrap()
+        .replace("cudablame.report/1", "cudablame.report/2");
+    let path = dir.join("future.json");
+    std::fs::write(&path, future).unwrap();
+    let wording = "a report of schema \"cudablame.report/2\", newer than this command reads \
+                   (\"cudablame.report/1\"): update cudablame";
+    let shown = cli(&["show", s(&path)]);
+    let summed = cli(&["summary", s(&dir)]);
+    assert!(err(&shown).contains(wording), "show: {}", err(&shown));
+    assert!(err(&summed).contains(wording), "summary: {}", err(&summed));
+}
+
+/// The line of `needle` in the demo's source (crates/cli/src/demo.rs), 1-based.
+fn demo_line(needle: &str) -> usize {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/cli/src/demo.rs");
+    let text = std::fs::read_to_string(src).unwrap();
+    1 + text
+        .lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle} not in demo.rs"))
+}
+
+#[test]
+fn the_demo_points_at_the_launching_function_hints_and_writes_where_the_user_stands() {
+    let here = fresh("demo-here");
+    let tmp = fresh("demo-tmp");
+    let o = cli_at(&here, &["demo", "--simulated"], &[("TMPDIR", s(&tmp))]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let e = err(&o);
+    let launched = e
+        .lines()
+        .find(|l| l.starts_with("launched:"))
+        .unwrap_or_else(|| panic!("no launched: line in {e}"));
+    let line = demo_line("let rc = unsafe { (d.launch)(d.histogram");
+    assert!(
+        launched.contains("enqueue_histogram at ")
+            && launched.ends_with(&format!("demo.rs:{line}")),
+        "{launched} (expected enqueue_histogram at demo.rs:{line})"
+    );
+    assert!(!e.contains("Demo::run"), "{e}");
+    let hint = e.lines().find(|l| l.starts_with("hint:")).unwrap_or("");
+    assert!(hint.contains("number of bins"), "{e}");
+    assert!(
+        e.contains("What to check (the report's hint): a histogram kernel"),
+        "{e}"
+    );
+    // The report is in the current folder, and the last line says so; nothing went to TMPDIR.
+    let files: Vec<String> = std::fs::read_dir(&here)
+        .unwrap()
+        .flatten()
+        .map(|f| f.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(
+        files[0].starts_with("cudablame-demo-") && files[0].ends_with(".json"),
+        "{files:?}"
+    );
+    assert!(
+        e.contains(&format!(
+            "JSON report: {} (in the current folder)",
+            files[0]
+        )),
+        "{e}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(here.join(&files[0])).unwrap()).unwrap();
+    assert_eq!(r["culprit"]["op"]["kernel"], "histogram_oob");
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "left in TMPDIR"
+    );
+    // A current folder that cannot be written: the temporary folder, said.
+    let o = cli_at(
+        Path::new("/proc"),
+        &["demo", "--simulated"],
+        &[("TMPDIR", s(&tmp))],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!(
+            "(the current folder is not writable, so it went to {})",
+            s(&tmp)
+        )),
+        "{}",
+        err(&o)
+    );
+}
+
+#[test]
+fn an_exported_cudablame_embed_is_not_called_a_typo() {
+    // The README once said to export CUDABLAME_EMBED=1 for `cargo install`.
+    let r = run(
+        &compile("scenarios", false),
+        &["oob"],
+        true,
+        &[("CUDABLAME_EMBED", "1"), ("CUDABLAME_TEXT", "off")],
+    );
+    assert!(r.report.is_some(), "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("not a cudablame variable"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn the_command_alone_carries_its_library_and_simulated_driver() {
+    // What `cargo install --path crates/cli` installs: the command by itself, in a fresh HOME.
+    let bare = fresh("command-alone");
+    let exe = copy_command(&bare);
+    let home = bare.join("home");
+    let env = [("HOME", s(&home)), ("XDG_CACHE_HOME", "")];
+    let o = cli_in(&exe, &["run", "--", "/bin/true"], &env);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let cache: Vec<PathBuf> = std::fs::read_dir(home.join(".cache/cudablame"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(cache.len(), 1, "{cache:?}");
+    assert!(cache[0].join("libcudablame.so").is_file());
+    let o = cli_in(
+        &exe,
+        &["demo", "--simulated", "--report-dir", s(&bare)],
+        &env,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        err(&o).contains("names histogram_oob (exact)"),
+        "{}",
+        err(&o)
+    );
+    assert!(
+        err(&o).contains(s(&cache[0].join("libfakecuda.so"))),
+        "{}",
+        err(&o)
+    );
 }

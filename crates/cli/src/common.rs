@@ -22,6 +22,16 @@ pub fn pattern_dir(pattern: &str) -> Option<std::path::PathBuf> {
         .map(std::path::Path::to_path_buf)
 }
 
+/// The one wording of `show` and `summary` for a report of another `cudablame.report/N` schema
+/// than this command reads (`cudablame_report::model::SCHEMA`); `None` when `schema` is not
+/// cudablame's at all.
+pub fn newer_schema(schema: &str) -> Option<String> {
+    use cudablame_report::model::SCHEMA;
+    schema.starts_with("cudablame.report/").then(|| {
+        format!("a report of schema {schema:?}, newer than this command reads ({SCHEMA:?}): update cudablame")
+    })
+}
+
 /// `LD_PRELOAD` with `lib` first, keeping what was there.
 pub fn preload_value(lib: &std::path::Path, existing: Option<&str>) -> String {
     match existing.map(str::trim).filter(|e| !e.is_empty()) {

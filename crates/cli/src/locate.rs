@@ -7,7 +7,7 @@
 //! 3. `<prefix>/lib/cudablame/` for an executable in `<prefix>/bin/` (system packages);
 //! 4. the Python package `cudablame` of the environment whose `bin/` holds this executable
 //!    (`<prefix>/lib/python3.*/site-packages/cudablame/`);
-//! 5. the copy embedded in this executable (`cargo install`, the pip wheel: see `build.rs`),
+//! 5. the copy embedded in this executable (every build: see `build.rs`),
 //!    written on first use to `$XDG_CACHE_HOME/cudablame/<version>-<hash>/` (default
 //!    `~/.cache`; when that is not writable, `$TMPDIR/cudablame-<uid>/`), atomically: a temporary
 //!    file in that directory renamed into place, so concurrent first uses (the ranks of a job)
@@ -54,24 +54,58 @@ fn install_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// `libcudablame.so`, by the lookup order above; the error names every place tried.
+/// `libcudablame.so`, by the lookup order above; the error names every place tried. A path given
+/// (`--lib`, `CUDABLAME_LIB`) must be a 64-bit ELF shared object: anything else would be ignored
+/// by the dynamic loader (`cannot be preloaded ... ignored`) and the program would run unwatched.
 pub fn library(explicit: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(p) = explicit {
-        return if p.is_file() {
-            Ok(p.to_path_buf())
-        } else {
-            Err(format!("{} (--lib) does not exist", p.display()))
-        };
+        return check_library(p, "--lib").map(|()| p.to_path_buf());
     }
     if let Some(p) = std::env::var_os("CUDABLAME_LIB").filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
-        return if p.is_file() {
-            Ok(p)
-        } else {
-            Err(format!("{} (CUDABLAME_LIB) does not exist", p.display()))
-        };
+        return check_library(&p, "CUDABLAME_LIB").map(|()| p);
     }
     find(LIB, &[], embedded::LIB)
+}
+
+/// Whether `path` (given by `source`) is a file that the dynamic loader can preload: it exists,
+/// is not a folder, and starts with the ELF header of a 64-bit shared object (`e_ident` and
+/// `e_type == ET_DYN`, System V ABI, ELF header). The error is one line naming the problem.
+pub fn check_library(path: &Path, source: &str) -> Result<(), String> {
+    use std::io::Read;
+    let name = path.display();
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!("{name} ({source}) does not exist"))
+        }
+        Err(e) => return Err(format!("{name} ({source}): {e}")),
+    };
+    if meta.is_dir() {
+        return Err(format!(
+            "{name} ({source}) is a folder, not a library: give the path of libcudablame.so"
+        ));
+    }
+    let mut head = [0u8; 18];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    if let Err(e) = read {
+        if e.kind() != std::io::ErrorKind::UnexpectedEof {
+            return Err(format!("{name} ({source}) cannot be read: {e}"));
+        }
+    }
+    // e_ident: 0x7f 'E' 'L' 'F', EI_CLASS 2 (64-bit); e_type (bytes 16-17, little-endian) 3 = ET_DYN.
+    let elf = head[..4] == *b"\x7fELF";
+    if !elf || head[4] != 2 || u16::from_le_bytes([head[16], head[17]]) != 3 {
+        let what = if elf {
+            "an ELF file but not a 64-bit shared library"
+        } else {
+            "not a shared library (no ELF header)"
+        };
+        return Err(format!(
+            "{name} ({source}) is {what}: give the path of libcudablame.so (the program was not started)"
+        ));
+    }
+    Ok(())
 }
 
 /// The simulated driver, looked for beside `lib` first.
@@ -96,9 +130,8 @@ fn find(name: &str, first: &[PathBuf], embedded: &[u8]) -> Result<PathBuf, Strin
         .join(", ");
     if embedded.is_empty() {
         return Err(format!(
-            "{name} not found (looked in {tried}; this command was built without an embedded copy: \
-             build it with `cargo build --release --workspace` in the source tree, or install with pip, \
-             or with `CUDABLAME_EMBED=1 cargo install --path .`)"
+            "{name} not found (looked in {tried}; this command was built without the workspace's \
+             source, so it carries no copy: build or install it from a clone, README: Install)"
         ));
     }
     extract(name, embedded).map_err(|e| {
@@ -226,5 +259,31 @@ mod tests {
     fn missing_explicit_library_is_an_error() {
         let e = library(Some(Path::new("/nonexistent/libcudablame.so"))).unwrap_err();
         assert!(e.contains("/nonexistent/libcudablame.so"), "{e}");
+    }
+
+    #[test]
+    fn folders_scripts_and_executables_are_not_libraries() {
+        let d = tempfile::tempdir().unwrap();
+        let e = check_library(d.path(), "--lib").unwrap_err();
+        assert!(e.contains("is a folder, not a library"), "{e}");
+        let script = d.path().join("typo.py");
+        std::fs::write(&script, "print('hi')\n").unwrap();
+        let e = check_library(&script, "--lib").unwrap_err();
+        assert!(e.contains("not a shared library (no ELF header)"), "{e}");
+        let empty = d.path().join("empty.so");
+        std::fs::write(&empty, "").unwrap();
+        assert!(check_library(&empty, "--lib").is_err());
+        // A real shared library passes (libc, wherever this system keeps it).
+        let libc = [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/lib64/libc.so.6",
+            "/usr/lib64/libc.so.6",
+        ]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.is_file());
+        if let Some(libc) = libc {
+            check_library(libc, "--lib").unwrap();
+        }
     }
 }

@@ -58,6 +58,48 @@ pub struct RunArgs {
     command: Vec<OsString>,
 }
 
+/// The library's default report path pattern (`CUDABLAME_REPORT` unset; src/config.rs): the
+/// current folder.
+pub const DEFAULT_REPORT: &str = "cudablame-%h-%p.json";
+
+/// Makes the folder a report or trace pattern writes into (`common::pattern_dir`, the current
+/// folder when it has none) and checks that a file can be created there. The error names the
+/// real problem: a path component that is a file, a folder that cannot be made or written.
+fn check_report_folder(pattern: &str) -> Result<(), String> {
+    let dir = crate::common::pattern_dir(pattern).unwrap_or_else(|| ".".into());
+    // A component that exists and is not a folder: create_dir_all would say "File exists".
+    if let Some(file) = dir
+        .ancestors()
+        .filter(|a| !a.as_os_str().is_empty())
+        .find(|a| a.exists() && !a.is_dir())
+    {
+        return Err(format!(
+            "{} is a file, so the folder {} cannot be made",
+            file.display(),
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("cannot make the folder {}: {e}", dir.display()))?;
+    tempfile::Builder::new()
+        .prefix(".cudablame-probe-")
+        .tempfile_in(&dir)
+        .map(drop)
+        .map_err(|e| {
+            let name = if dir.as_os_str() == "." {
+                let cwd = std::env::current_dir().unwrap_or_default();
+                format!("the current folder {}", cwd.display())
+            } else {
+                dir.display().to_string()
+            };
+            // The OS's words, without tempfile's probe file name.
+            let why = e.raw_os_error().map_or(e.to_string(), |c| {
+                std::io::Error::from_raw_os_error(c).to_string()
+            });
+            format!("cannot write in {name}: {why}")
+        })
+}
+
 /// Replaces this process with the program (so the exit status and signals are the program's own).
 /// Exits 127 when the program (or the library) is not found, 126 when it cannot be executed.
 pub fn run(args: RunArgs) -> ExitCode {
@@ -70,45 +112,44 @@ pub fn run(args: RunArgs) -> ExitCode {
     };
     let lib = lib.canonicalize().unwrap_or(lib);
     // The report and trace folders are made now: at fault time a missing folder loses the report.
+    // The default report path (the current folder) is checked the same way.
+    let report = args
+        .report
+        .clone()
+        .or_else(|| std::env::var("CUDABLAME_REPORT").ok());
+    let trace = args
+        .trace
+        .clone()
+        .or_else(|| std::env::var("CUDABLAME_TRACE").ok());
     let patterns = [
-        (
-            "--report",
-            args.report
-                .clone()
-                .or_else(|| std::env::var("CUDABLAME_REPORT").ok()),
-        ),
-        (
-            "--trace",
-            args.trace
-                .clone()
-                .or_else(|| std::env::var("CUDABLAME_TRACE").ok()),
-        ),
+        ("--report", report.or_else(|| Some(DEFAULT_REPORT.into()))),
+        ("--trace", trace),
     ];
     for (option, pattern) in patterns {
         let Some(pattern) = pattern.filter(|p| !p.trim().eq_ignore_ascii_case("off")) else {
             continue;
         };
-        if let Some(dir) = crate::common::pattern_dir(&pattern) {
-            if let Err(e) = std::fs::create_dir_all(&dir) {
-                eprintln!(
-                    "cudablame run: cannot make the folder {} of {option} {pattern}: {e}",
-                    dir.display()
-                );
-                return ExitCode::from(2);
-            }
-            let probe = tempfile::Builder::new()
-                .prefix(".cudablame-probe-")
-                .tempfile_in(&dir);
-            if let Err(e) = probe {
-                eprintln!(
-                    "cudablame run: cannot write in {} (the folder of {option} {pattern}): {e}",
-                    dir.display()
-                );
-                return ExitCode::from(2);
-            }
+        if let Err(e) = check_report_folder(&pattern) {
+            let shown = if option == "--report" && pattern == DEFAULT_REPORT {
+                format!("the default report path {DEFAULT_REPORT}")
+            } else {
+                format!("{option} {pattern}")
+            };
+            eprintln!(
+                "cudablame run: {e} ({shown}; give a writable one with --report, or --report off)"
+            );
+            return ExitCode::from(2);
         }
     }
     let program = &args.command[0];
+    let program_path = std::path::Path::new(program);
+    if program.to_string_lossy().contains('/') && program_path.is_dir() {
+        eprintln!(
+            "cudablame run: {}: is a folder, not a program",
+            program.to_string_lossy()
+        );
+        return ExitCode::from(126);
+    }
     let mut cmd = std::process::Command::new(program);
     cmd.args(&args.command[1..]);
     let existing = std::env::var("LD_PRELOAD").ok();

@@ -37,7 +37,13 @@ pub fn show(args: ShowArgs) -> ExitCode {
             load(path)
         };
         match loaded {
-            Ok(mut r) => {
+            Ok(Loaded::Trace) => {
+                eprintln!(
+                    "cudablame show: {} is a trace (open it in https://ui.perfetto.dev), not a report: skipped",
+                    path.display()
+                );
+            }
+            Ok(Loaded::Report(mut r)) => {
                 if path.as_os_str() != "-" {
                     r.path = Some(path.display().to_string());
                 }
@@ -57,14 +63,38 @@ pub fn show(args: ShowArgs) -> ExitCode {
     status
 }
 
+/// What a file given to `show` holds.
+enum Loaded {
+    Report(Box<Report>),
+    /// A Chrome trace / Perfetto JSON (`--trace`, often beside the reports): skipped.
+    Trace,
+}
+
 /// Reads one report; the error is one line naming the file. Empty and oversized files are told
 /// apart before parsing (an oversized one is not read at all).
-pub fn load(path: &Path) -> Result<Report, String> {
+fn load(path: &Path) -> Result<Loaded, String> {
     let bytes = read_limited(path)?;
     parse_named(&bytes, &path.display().to_string())
 }
 
-fn load_stdin() -> Result<Report, String> {
+/// One report file for `summary`: a trace is an error there (named, not shown).
+pub fn load_report(path: &Path) -> Result<Report, String> {
+    match load(path)? {
+        Loaded::Report(r) => Ok(*r),
+        Loaded::Trace => Err(format!("{} is a trace, not a report", path.display())),
+    }
+}
+
+/// A report from JSON text (the schema must be `cudablame.report/1`); the error does not name
+/// the file.
+pub fn parse(bytes: &[u8]) -> Result<Report, String> {
+    match parse_named(bytes, "the file")? {
+        Loaded::Report(r) => Ok(*r),
+        Loaded::Trace => Err("a trace, not a report".into()),
+    }
+}
+
+fn load_stdin() -> Result<Loaded, String> {
     let mut bytes = Vec::new();
     std::io::stdin()
         .lock()
@@ -104,31 +134,40 @@ pub fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-fn parse_named(bytes: &[u8], name: &str) -> Result<Report, String> {
-    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+fn parse_named(bytes: &[u8], name: &str) -> Result<Loaded, String> {
+    if bytes.is_empty() {
         return Err(format!("{name} is an empty file, not a cudablame report"));
     }
-    parse(bytes).map_err(|e| format!("{name} is not a cudablame report: {e}"))
-}
-
-/// A report from JSON text: the schema must be `cudablame.report/1`.
-pub fn parse(bytes: &[u8]) -> Result<Report, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("invalid JSON ({e})"))?;
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(format!(
+            "{name} holds only white space ({} bytes), not a cudablame report",
+            bytes.len()
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| format!("{name} is not a cudablame report: invalid JSON ({e})"))?;
+    if value.get("traceEvents").is_some() && value.get("schema").is_none() {
+        return Ok(Loaded::Trace);
+    }
     match value.get("schema").and_then(|s| s.as_str()) {
         Some(cudablame_report::model::SCHEMA) => {}
         Some(other) => {
-            return Err(format!(
-                "schema is {other:?}, expected {:?}",
-                cudablame_report::model::SCHEMA
-            ))
+            return Err(match crate::common::newer_schema(other) {
+                Some(why) => format!("{name}: {why}"),
+                None => format!(
+                    "{name} is not a cudablame report: its schema is {other:?}, not {:?}",
+                    cudablame_report::model::SCHEMA
+                ),
+            })
         }
         None => {
             return Err(format!(
-                "no \"schema\": {:?}",
+                "{name} is not a cudablame report: no \"schema\": {:?}",
                 cudablame_report::model::SCHEMA
             ))
         }
     }
-    serde_json::from_value(value).map_err(|e| e.to_string())
+    serde_json::from_value(value)
+        .map(|r| Loaded::Report(Box::new(r)))
+        .map_err(|e| format!("{name} is not a cudablame report: {e}"))
 }

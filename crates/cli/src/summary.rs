@@ -57,7 +57,7 @@ pub fn summary(args: SummaryArgs) -> ExitCode {
         } else if !p.exists() {
             eprintln!("cudablame summary: {} does not exist", p.display());
         } else {
-            match show::load(p) {
+            match show::load_report(p) {
                 Ok(report) => found.push(Found {
                     path: p.clone(),
                     report,
@@ -167,9 +167,9 @@ fn classify(bytes: &[u8]) -> Kind {
     match serde_json::from_slice::<serde_json::Value>(bytes) {
         Ok(v) => match v.get("schema").and_then(|s| s.as_str()) {
             Some(SCHEMA) => Kind::Ours,
-            Some(s) if s.starts_with("cudablame.report/") => Kind::Unusable(format!(
-                "a report of schema {s:?}, newer than this command reads ({SCHEMA:?}): update cudablame"
-            )),
+            Some(s) if crate::common::newer_schema(s).is_some() => {
+                Kind::Unusable(crate::common::newer_schema(s).unwrap_or_default())
+            }
             _ => Kind::Other,
         },
         // Not JSON: a report cut short (full disk, killed writer) still starts with its schema.

@@ -40,6 +40,12 @@ const HINTS: &[(&str, &[&str], &str)] = &[
         "a scatter kernel failed: check the index tensor's range against the size of the target \
          dimension (0 <= index < size; negative indices are not allowed)",
     ),
+    (
+        "histogram",
+        &["CUDA_ERROR_ASSERT", "CUDA_ERROR_ILLEGAL_ADDRESS"],
+        "a histogram kernel failed: check that every bin index it computes is below the number of \
+         bins, and that the bins buffer holds that many",
+    ),
 ];
 
 /// The advice for a culprit kernel named `kernel` that failed with `error`, if any.
@@ -74,6 +80,10 @@ mod tests {
                 .unwrap()
                 .contains("gather")
         );
+        // PyTorch's torch.histc kernel, and the demo's histogram_oob.
+        assert!(hint("kernelHistogram1D", "CUDA_ERROR_ILLEGAL_ADDRESS")
+            .unwrap()
+            .contains("number of bins"));
     }
 
     #[test]

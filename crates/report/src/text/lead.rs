@@ -94,6 +94,14 @@ pub(super) fn lead(out: &mut String, r: &Report, device_assert: Option<&str>) {
             let _ = writeln!(out, "{:<10}{name}  ({which}, {confidence})", "culprit:");
             match program_frame(&o.python, &o.stack, o.kernel.as_deref()) {
                 Some(f) => site(out, "launched:", f, ""),
+                // No stack at all: stacks were off (`CUDABLAME_STACK=off`), there is none below.
+                None if o.stack.is_empty() && o.python.python_stack.is_empty() => {
+                    let _ = writeln!(
+                        out,
+                        "{:<10}(no launch stack recorded: launch stacks are off, CUDABLAME_STACK=off / --stack off)",
+                        "launched:"
+                    );
+                }
                 None => {
                     let _ = writeln!(
                         out,
