@@ -27,6 +27,8 @@ static NS: [AtomicU64; PHASES] = [const { AtomicU64::new(0) }; PHASES];
 static OPS: AtomicU64 = AtomicU64::new(0);
 static STACK_BYTES: AtomicU64 = AtomicU64::new(0);
 static PYTHON_FRAMES: AtomicU64 = AtomicU64::new(0);
+static MARKED: AtomicU64 = AtomicU64::new(0);
+static HELD_UNWINDS: AtomicU64 = AtomicU64::new(0);
 static AT_EXIT: Once = Once::new();
 
 /// Whether costs are being measured.
@@ -53,9 +55,10 @@ pub(crate) fn add(phase: Phase, started: u64) {
     }
 }
 
-/// Counts one recorded op with the stack bytes it copied and its Python frames.
+/// Counts one recorded op with the stack bytes it copied, its Python frames and whether it got a
+/// progress marker.
 #[inline]
-pub(crate) fn op(stack_bytes: usize, python_frames: usize) {
+pub(crate) fn op(stack_bytes: usize, python_frames: usize, marked: bool) {
     if enabled() {
         AT_EXIT.call_once(|| {
             // SAFETY: registers a plain extern "C" function with no arguments.
@@ -64,6 +67,16 @@ pub(crate) fn op(stack_bytes: usize, python_frames: usize) {
         OPS.fetch_add(1, Ordering::Relaxed);
         STACK_BYTES.fetch_add(stack_bytes as u64, Ordering::Relaxed);
         PYTHON_FRAMES.fetch_add(python_frames as u64, Ordering::Relaxed);
+        MARKED.fetch_add(marked as u64, Ordering::Relaxed);
+    }
+}
+
+/// Counts one stack copy unwound on the launching thread because its op left the copies
+/// unproven (`record::ring`).
+#[inline]
+pub(crate) fn held_unwind() {
+    if enabled() {
+        HELD_UNWINDS.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -77,7 +90,9 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The stats line: mean ns per recorded op of each phase.
+/// The stats line: mean ns per recorded op of each phase, how many ops got a progress marker
+/// (`marked N of M ops`) and how many stack copies were unwound while recording (`held stacks
+/// unwound N`); the integration tests read both.
 pub(crate) fn line() -> String {
     let ops = OPS.load(Ordering::Relaxed).max(1);
     let ns = |p: Phase| NS[p as usize].load(Ordering::Relaxed) / ops;
@@ -93,11 +108,14 @@ pub(crate) fn line() -> String {
     format!(
         "cudablame stats: {} recorded ops; mean ns per op: total {total} = real call {real} + \
          cudablame {} (native stack copy {stack} for {:.0} bytes; python {python} for {:.1} frames; \
-         marker {marker}; other {other})",
+         marker {marker}; other {other}); marked {} of {} ops; held stacks unwound {}",
         OPS.load(Ordering::Relaxed),
         total.saturating_sub(real),
         per(&STACK_BYTES),
         per(&PYTHON_FRAMES),
+        MARKED.load(Ordering::Relaxed),
+        OPS.load(Ordering::Relaxed),
+        HELD_UNWINDS.load(Ordering::Relaxed),
     )
 }
 
