@@ -103,3 +103,22 @@ fn without_markers_the_launching_thread_unwinds_no_held_stack() {
     let (_, _, unwound) = marked(&["loop", "3000"], &[("CUDABLAME_MARKERS", "every")]);
     assert!(unwound >= 1000, "{unwound}");
 }
+
+#[test]
+fn the_default_budget_never_gives_a_wrong_exact_verdict() {
+    // The culprit scenarios under the default policy: where few ops are marked the verdict may
+    // lose its proof (then it is not `exact`), but an `exact` verdict names the real culprit.
+    let prog = compile("scenarios", false);
+    for (scenario, culprit) in [
+        ("oob", "oob_write"),
+        ("run_ahead", "oob_write"),
+        ("same_depth", "instant_oob"),
+        ("next_launch", "instant_oob"),
+    ] {
+        let r = run(&prog, &[scenario], true, &[("CUDABLAME_MARKERS", "budget")]);
+        let c = &r.report()["culprit"];
+        if c["confidence"] == "exact" {
+            assert_eq!(c["op"]["kernel"], culprit, "{scenario}: {c}");
+        }
+    }
+}
