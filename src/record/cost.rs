@@ -6,7 +6,8 @@
 //!
 //! Phases are timed with the time-stamp counter (`rdtsc`, about 7 ns a reading on x86-64)
 //! rather than `clock_gettime` (about 25 ns): an op takes 10 readings, and with the clock the
-//! measurement itself added about 150 ns to the "other" share it reports. Ticks become ns at
+//! measurement itself added an estimated 150 ns (from those per-reading costs, not measured) to
+//! the "other" share it reports. Ticks become ns at
 //! exit, scaled by `CLOCK_MONOTONIC` over the whole run (elsewhere the clock is used directly).
 
 use std::sync::atomic::{AtomicU64, Ordering};
