@@ -4,6 +4,10 @@
 # drift and warm-up spread evenly), each run pinned to one CPU (taskset -c $BENCH_CPU, when taskset
 # exists), and the tables give median, min and max over the rounds and the median's difference to
 # the first row. Parts, in the order `all` runs them (expected time on an H200 with the defaults):
+#   gpu        gpu_probe (issue 21): GPU µs per op of N=400 kernels queued behind a ~50 ms spin
+#              kernel (CUDA events around them), tiny and 1M-element kernels, legacy and
+#              non-blocking streams; and the queue depth behind a blocked stream (launches before
+#              the host waits); no shim, default, CUDABLAME_MARKERS=every and =off x 7 rounds (~60 s)
 #   launch     launch loop, host mode: host µs per empty-kernel launch while the stream is blocked
 #              (pure enqueue cost); 7 configurations x 5 rounds x 100,000 launches       (~70 s)
 #   probe      launch_loop probe: host µs of a launch alone and of a launch + one candidate
@@ -22,11 +26,17 @@
 #   sanitizer  compute-sanitizer memcheck on BENCH_SAN_STEPS GPT steps, ms per step, as a
 #              reference; killed after BENCH_SAN_TIMEOUT s ("timeout"). Last, so that a slow
 #              sanitizer cannot cost the other results                         (~30-120 s)
-# plus ~15 s of nvcc builds: about 4-5 minutes for `all`.
+# plus ~15 s of nvcc builds: about 6-7 minutes for `all`; BENCH_QUICK=1 runs the parts that
+# print goals 1-4 (gpu launch train stats) with 40 steps per training run (about 4 minutes).
+# The last section prints goals 1-4 of issue 21, each "met" or "NOT met" with its numbers.
 #
-# Usage: scripts/bench.sh [launch|probe|train|memory|latency|stats|sanitizer|all]...  (default all)
+# Usage: scripts/bench.sh [gpu|launch|probe|train|memory|latency|stats|sanitizer|all]...  (default all)
 # Environment (defaults):
 #   CUDABLAME_LIB      the shim ($PWD/.gpu/libcudablame.so)
+#   BENCH_QUICK        1: only gpu, launch, train and stats, 40 training steps per run (0)
+#   BENCH_EXTRA        more cudablame configurations for the gpu, launch and train tables,
+#                      "label|VAR=value ...;label|..." (to compare candidate settings side by side)
+#   BENCH_GPU_N        kernels per gpu_probe measurement (400); BENCH_GPU_REPS rounds (7)
 #   BENCH_N            launches per launch-loop run (100000)
 #   BENCH_REPS         rounds of the launch loop (5)
 #   BENCH_MODES        launch loop modes, "host" and/or "stream" (host)
@@ -52,6 +62,8 @@ TRAIN_REPS=${BENCH_TRAIN_REPS:-7}
 STEPS=${BENCH_STEPS:-100}
 PROBE_N=${BENCH_PROBE_N:-25600}
 MEM_N=${BENCH_MEM_N:-5000000}
+GPU_N=${BENCH_GPU_N:-400}
+GPU_REPS=${BENCH_GPU_REPS:-7}
 SAN_STEPS=${BENCH_SAN_STEPS:-3}
 SAN_TIMEOUT=${BENCH_SAN_TIMEOUT:-120}
 RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-120}
@@ -68,9 +80,21 @@ S="LD_PRELOAD=$LIB CUDABLAME_REPORT=off"
 unset LD_PRELOAD CUDA_LAUNCH_BLOCKING
 while read -r v; do unset "$v"; done < <(compgen -e | grep '^CUDABLAME_')
 
-ALL=(launch probe graph train memory latency stats sanitizer)
+ALL=(gpu launch probe graph train memory latency stats sanitizer)
 PARTS=("$@")
+if [[ ${BENCH_QUICK:-0} == 1 ]]; then
+  ((${#PARTS[@]})) || PARTS=(gpu launch train stats)
+  STEPS=${BENCH_STEPS:-40}
+fi
 ((${#PARTS[@]})) || PARTS=(all)
+# extra "label|VAR=value ..." configurations (BENCH_EXTRA), each run under the shim.
+EXTRA=()
+if [[ -n ${BENCH_EXTRA:-} ]]; then
+  IFS=';' read -r -a extra_raw <<<"$BENCH_EXTRA"
+  for e in "${extra_raw[@]}"; do
+    [[ $e == *"|"* ]] && EXTRA+=("${e%%|*}|$S ${e#*|}")
+  done
+fi
 for p in "${PARTS[@]}"; do
   case " all ${ALL[*]} " in
     *" $p "*) ;;
@@ -214,16 +238,63 @@ if wants launch || wants probe || wants memory || wants stats; then
 fi
 loop_built() { ((LOOP_BUILT)); }
 
+# ---------------------------------------------------------------------------------------- gpu
+
+# shellcheck disable=SC2034  # read through namerefs
+gpu_configs=(
+  "no shim|"
+  "cudablame default (CUDABLAME_MARKERS=budget)|$S"
+  "CUDABLAME_MARKERS=every|$S CUDABLAME_MARKERS=every"
+  "CUDABLAME_MARKERS=off|$S CUDABLAME_MARKERS=off"
+  ${EXTRA[@]+"${EXTRA[@]}"}
+)
+# goal_line TEXT VALUE LIMIT CMP: "met"/"NOT met" (CMP le: VALUE <= LIMIT; ge: VALUE >= LIMIT).
+goal_line() {
+  local ok
+  ok=$(awk -v v="$2" -v l="$3" -v c="$4" 'BEGIN { print (c == "le" ? v <= l : v >= l) ? "met" : "NOT met" }')
+  goal "$1: $ok"
+}
+if wants gpu; then
+  need_lib
+  part_start gpu
+  if "$NVCC" -O2 -arch="$ARCH" -o "$BUILD/gpu_probe" cuda-samples/bench/gpu_probe.cu; then
+    measure gpu_configs "$GPU_REPS" "$BUILD/gpu_probe" "$GPU_N" 3
+    for key in tiny_legacy tiny_nonblocking 1m_legacy 1m_nonblocking; do
+      TABLE_MED=()
+      table gpu_configs "$GPU_REPS" "gpu_${key}_us" us \
+        "GPU us per op, $key: $GPU_N kernels queued behind a 50 ms spin kernel (median of 3 in each run), $GPU_REPS rounds"
+      if [[ -n ${TABLE_MED[0]-} && -n ${TABLE_MED[1]-} ]]; then
+        d=$(awk -v a="${TABLE_MED[0]}" -v b="${TABLE_MED[1]}" 'BEGIN { printf "%+.3f", b - a }')
+        e=$(awk -v a="${TABLE_MED[0]}" -v b="${TABLE_MED[2]-0}" 'BEGIN { printf "%+.3f", b - a }')
+        goal_line "goal 1, GPU time per op ($key): ${TABLE_MED[0]} us without, default adds $d us \
+(CUDABLAME_MARKERS=every adds $e; at most +0.25)" "$d" 0.25 le
+      fi
+    done
+    TABLE_MED=()
+    table gpu_configs "$GPU_REPS" queue_depth launches \
+      "queue depth: launches enqueued behind a blocked non-blocking stream before the host waits, $GPU_REPS rounds"
+    if [[ -n ${TABLE_MED[0]-} && -n ${TABLE_MED[1]-} ]]; then
+      r=$(awk -v a="${TABLE_MED[0]}" -v b="${TABLE_MED[1]}" 'BEGIN { printf "%.3f", (a > 0 ? b / a : 0) }')
+      goal_line "goal 3, run-ahead: ${TABLE_MED[0]} launches without, ${TABLE_MED[1]} with the default \
+(every: ${TABLE_MED[2]-?}; ratio $r, met at 0.95 or more)" "$r" 0.95 ge
+    fi
+  else
+    echo "gpu_probe: build failed"
+  fi
+  part_end gpu
+fi
+
 # ------------------------------------------------------------------------------------- launch
 
 # shellcheck disable=SC2034  # the configuration arrays are read through namerefs (measure, table)
 launch_configs=(
   "no shim|"
-  "cudablame default (markers on, native stack)|$S"
-  "markers on, stack off|$S CUDABLAME_STACK=off"
+  "cudablame default (markers budget, native stack)|$S"
+  "CUDABLAME_MARKERS=every|$S CUDABLAME_MARKERS=every"
+  "markers budget, stack off|$S CUDABLAME_STACK=off"
   "markers off, native stack|$S CUDABLAME_MARKERS=off"
   "markers off, stack off (ring only)|$S CUDABLAME_MARKERS=off CUDABLAME_STACK=off"
-  "CUDA_LAUNCH_BLOCKING=1|CUDA_LAUNCH_BLOCKING=1"
+  ${EXTRA[@]+"${EXTRA[@]}"}
 )
 if wants launch && loop_built; then
   need_lib
@@ -234,9 +305,11 @@ if wants launch && loop_built; then
     table launch_configs "$REPS" launch_us us \
       "launch loop, $mode mode: host us per empty-kernel launch, $N launches, $REPS rounds" \
       "$([[ $mode == host ]] && echo overruns)"
-    [[ -n ${TABLE_MED[0]-} && -n ${TABLE_MED[1]-} ]] && goal "launch loop ($mode): default adds \
-$(awk -v a="${TABLE_MED[0]}" -v b="${TABLE_MED[1]}" 'BEGIN { printf "%+.2f", b - a }') us per launch \
-(median of $REPS rounds; goal 2: at most +1.0)"
+    if [[ -n ${TABLE_MED[0]-} && -n ${TABLE_MED[1]-} ]]; then
+      d=$(awk -v a="${TABLE_MED[0]}" -v b="${TABLE_MED[1]}" 'BEGIN { printf "%+.3f", b - a }')
+      goal_line "goal 2, launch loop ($mode): default adds $d us per launch (median of $REPS rounds; \
+at most +0.5)" "$d" 0.5 le
+    fi
   done
   echo "(overruns: 256-launch batches that outlasted the ~2 ms spin kernel; they may include GPU waits)"
   part_end launch
@@ -271,7 +344,8 @@ fi
 SIZES=gpt,tiny
 train_configs=(
   "no shim|BENCH_COUNT_LAUNCHES=1"
-  "cudablame default (markers, native + Python stacks)|$S"
+  "cudablame default (markers budget, native + Python stacks)|$S"
+  ${EXTRA[@]+"${EXTRA[@]}"}
 )
 if [[ ${BENCH_TRAIN_FULL:-0} == 1 ]]; then
   train_configs+=(
@@ -279,6 +353,7 @@ if [[ ${BENCH_TRAIN_FULL:-0} == 1 ]]; then
     "cudablame CUDABLAME_STACK=off|$S CUDABLAME_STACK=off"
     "cudablame CUDABLAME_PYTHON=off|$S CUDABLAME_PYTHON=off"
     "cudablame CUDABLAME_MARKERS=off|$S CUDABLAME_MARKERS=off"
+    "cudablame CUDABLAME_MARKERS=every|$S CUDABLAME_MARKERS=every"
   )
 fi
 GPT_NO_SHIM_MS=""
@@ -291,9 +366,13 @@ if wants train; then
     TABLE_MED=()
     table train_configs "$TRAIN_REPS" "${size}_step_ms" ms \
       "training step ($size): ms per step (median of $STEPS steps per run), $TRAIN_REPS rounds"
-    [[ -n ${TABLE_MED[0]-} && -n ${TABLE_MED[1]-} ]] && goal "training step ($size): \
-${TABLE_MED[0]} ms without, ${TABLE_MED[1]} ms with cudablame: $(pct "${TABLE_MED[0]}" "${TABLE_MED[1]}") \
-(medians of $TRAIN_REPS interleaved rounds x $STEPS steps; goal 1: at most +3%)"
+    if [[ -n ${TABLE_MED[0]-} && -n ${TABLE_MED[1]-} ]]; then
+      lim=$([[ $size == gpt ]] && echo 2 || echo 4)
+      p=$(pct "${TABLE_MED[0]}" "${TABLE_MED[1]}")
+      goal_line "goal 4, training step ($size, $([[ $size == gpt ]] && echo GPU || echo host)-bound): \
+${TABLE_MED[0]} ms without, ${TABLE_MED[1]} ms with cudablame: $p (medians of $TRAIN_REPS interleaved \
+rounds x $STEPS steps; at most +$lim%)" "${p//[%+]/}" "$lim" le
+    fi
     echo "kernel launches per step (profiler, no shim): $(value "${size}_launches_per_step" "${OUT_OF[0,0]-}")"
   done
   GPT_NO_SHIM_MS=$(for ((r = 0; r < TRAIN_REPS; r++)); do value gpt_step_ms "${OUT_OF[0,$r]-}"; done |
@@ -383,7 +462,8 @@ if wants stats; then
     --steps "$STEPS" | grep -o 'cudablame stats:.*' || echo none)
   echo "$line"
   own=$(sed -nE 's/.* \+ cudablame ([0-9]+) .*/\1/p' <<<"$line")
-  [[ -n $own ]] && goal "GPT step: cudablame's own host time $own ns per recorded op (CUDABLAME_STATS; goal 1: at most 1,000)"
+  [[ -n $own ]] && goal_line "goal 2, GPT step: cudablame's own host time $own ns per recorded op \
+(CUDABLAME_STATS; at most 700)" "$own" 700 le
   part_end stats
 fi
 
@@ -416,7 +496,8 @@ if wants sanitizer; then
 fi
 
 if ((${#GOALS[@]})); then
-  printf '\n==== goals (issue 13)\n'
+  printf '\n==== goals (issue 21)\n'
   printf '%s\n' "${GOALS[@]}"
+  wants train && echo "goal 4, CUDA-graph replays (at most +1%): not measured by this script"
 fi
 printf '\ntotal: %d s\n' $((SECONDS - T0))

@@ -35,6 +35,8 @@ fn cli(args: &[&str], env: &[(&str, &str)]) -> Output {
     ] {
         cmd.env_remove(var);
     }
+    // A marker after every op, as for every harness run (see `common::TEST_MARKERS`).
+    cmd.env("CUDABLAME_MARKERS", TEST_MARKERS);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -40,12 +40,12 @@ fn a_global_capture_survives_another_threads_first_launch() {
     );
 }
 
-/// The capture scenario of the culprit tests, with markers on and off: the capture ends with 0,
+/// The capture scenario of the culprit tests, under every marker policy: the capture ends with 0,
 /// the graph holds exactly the program's 3 kernels, and a fault after it is named.
 #[test]
 fn the_capture_scenario_stays_valid_with_and_without_markers() {
     let prog = compile("scenarios", false);
-    for markers in ["on", "off"] {
+    for markers in ["every", "budget", "off"] {
         let r = run(&prog, &["capture"], true, &[("CUDABLAME_MARKERS", markers)]);
         assert_eq!(r.printed("end_capture_rc"), "0", "markers {markers}");
         assert_eq!(r.printed("graph_nodes"), "3", "markers {markers}");

@@ -38,6 +38,7 @@ pub(crate) fn enqueue(
     }
     let cfg = config::get();
     let mut copied = 0;
+    let mut marked = false;
     crate::safety::guarded(|| {
         if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 && driver.is_capturing(state.id.handle()) {
             // The op went into a graph being captured: it did not run now.
@@ -50,15 +51,41 @@ pub(crate) fn enqueue(
         op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
         state.issued.store(op.seq, Ordering::Release);
         let marking = cost::start();
-        if state.write_marker(driver, op.seq) {
-            ring.mark_newest();
-        }
+        marked = mark_if_due(driver, cfg, &state, &mut ring, &op);
         cost::add(cost::Phase::Marker, marking);
     });
     drop(ring);
     cost::add(cost::Phase::Total, entered);
-    cost::op(copied, op.python.len());
+    cost::op(copied, op.python.len(), marked);
     (rc, None)
+}
+
+/// Enqueues the progress marker of `op`, the newest op of `ring`, if the marker policy wants one
+/// (`record::policy`; caller holds the ring lock, right after the op); returns whether the
+/// driver took it.
+pub(super) fn mark_if_due(
+    driver: &'static real::Driver,
+    cfg: &config::Config,
+    state: &StreamState,
+    ring: &mut ring::Ring,
+    op: &OpRecord,
+) -> bool {
+    let budget = policy::Budget::with_gap_us(cfg.marker_gap_us);
+    let due = policy::should_mark(
+        cfg.markers,
+        &budget,
+        &ring.marks,
+        op.time_ns,
+        op.seq,
+        op.launch.kind,
+        || state.marker_value(),
+    );
+    let marked = due && state.write_marker(driver, op.seq);
+    if marked {
+        ring.mark_newest();
+    }
+    ring.marks.note(op.seq, op.time_ns, marked);
+    marked
 }
 
 /// What a recorded op's stack copy is taken from under the configured `CUDABLAME_STACK` mode:

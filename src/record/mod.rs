@@ -5,7 +5,8 @@
 //! (CPython only), look the stream up (thread-local cache), lock that stream, make the real call,
 //! push the op with the next sequence number and a copy of the top of the launching thread's
 //! stack (unwound only if a report needs it: `stack::copy`), enqueue
-//! `cuStreamWriteValue64(marker slot, seq)` behind it, unlock. The lock spans the real call so
+//! `cuStreamWriteValue64(marker slot, seq)` behind it when the marker policy says so
+//! (`policy`: by default about one op per 100 µs of host time, at most 32 ops apart), unlock. The lock spans the real call so
 //! that sequence numbers follow the order in which ops enter the stream even when several threads
 //! launch onto one stream. Nothing on this path allocates once the stream's ring is full.
 
@@ -13,6 +14,7 @@ pub(crate) mod cost;
 pub(crate) mod graphs;
 pub(crate) mod markers;
 pub(crate) mod names;
+pub(crate) mod policy;
 pub(crate) mod ring;
 pub(crate) mod snapshot;
 pub(crate) mod streams;
@@ -50,7 +52,9 @@ pub(crate) struct OpRecord {
     /// A synchronous copy or memset: complete when recorded, never a culprit candidate.
     pub(crate) synchronous: bool,
     /// Its progress marker was enqueued right behind it. If op N lacks one, a fault in N+1 leaves
-    /// the marker at N-1, so "first unfinished" only narrows the culprit to N..=N+1.
+    /// the marker at N-1, so "first unfinished" only narrows the culprit to N..=N+1. Under the
+    /// default marker budget (`policy`) most ops are unmarked: a fault is narrowed to the window
+    /// from the first unfinished op to the first marked op after it (at most 32 ops).
     pub(crate) marked: bool,
     /// The native launch stack (a copy in the ring until a snapshot unwinds it).
     pub(crate) stack: StackRef,

@@ -81,6 +81,11 @@ impl StreamState {
         marker.max(self.host_completed.load(Ordering::Acquire))
     }
 
+    /// The progress marker's value: the last sequence number the device wrote (0: no slot).
+    pub(crate) fn marker_value(&self) -> u64 {
+        self.marker.as_ref().map_or(0, Marker::read)
+    }
+
     /// Notes unrecorded work enqueued now (after op `issued`) by `what`.
     pub(crate) fn note_unseen(&self, what: crate::cuda::entry_points::EntryPoint) {
         self.unseen_after

@@ -23,8 +23,9 @@ fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &
     let mut ops = state.ops.lock();
     op.seq = ops.push(op, cfg.ring, copy, &|| state.completed_now());
     state.issued.store(op.seq, Ordering::Release);
-    if !complete && state.write_marker(driver, op.seq) {
-        ops.mark_newest();
+    if !complete {
+        // A copy: always due under the budget (see `record::policy`).
+        super::hot::mark_if_due(driver, cfg, &state, &mut ops, &op);
     }
 }
 

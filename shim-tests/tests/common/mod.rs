@@ -114,7 +114,16 @@ pub struct Run {
     pub report_path: PathBuf,
 }
 
-/// Runs `program args` with the fake driver, under the shim when `shim` is true, with extra env.
+/// The marker policy every test program runs with unless the test sets `CUDABLAME_MARKERS`
+/// itself: `every`, a progress marker after each op (issue 21 made a sparse budget the
+/// default). Most integration tests check the exact proof machinery (which op a marker proves,
+/// `exact` verdicts on the op after the last marker), so their assertions keep the values they
+/// had with a marker after every op; the tests of the default policy set
+/// `CUDABLAME_MARKERS=budget` (or leave it to `command_default_markers`).
+pub const TEST_MARKERS: &str = "every";
+
+/// Runs `program args` with the fake driver, under the shim when `shim` is true, with extra env
+/// (`CUDABLAME_MARKERS` is [`TEST_MARKERS`] unless `env` sets it).
 pub fn run(program: &Path, args: &[&str], shim_on: bool, env: &[(&str, &str)]) -> Run {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -124,6 +133,7 @@ pub fn run(program: &Path, args: &[&str], shim_on: bool, env: &[(&str, &str)]) -
         .env("LD_LIBRARY_PATH", driver_dir())
         .env_remove("LD_PRELOAD");
     cmd.env("CUDABLAME_REPORT", &report_path);
+    cmd.env("CUDABLAME_MARKERS", TEST_MARKERS);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -217,8 +227,16 @@ pub fn compile_with(source: &str, out_name: &str, extra: &[&str]) -> PathBuf {
 }
 
 /// A command for `program args` with the fake driver on the library path, no preload and no
-/// `CUDABLAME_*` variable of the test environment.
+/// `CUDABLAME_*` variable of the test environment but `CUDABLAME_MARKERS` = [`TEST_MARKERS`]
+/// (a later `cmd.env("CUDABLAME_MARKERS", ...)` or `env_remove` overrides it).
 pub fn command(program: &Path, args: &[&str]) -> Command {
+    let mut cmd = command_default_markers(program, args);
+    cmd.env("CUDABLAME_MARKERS", TEST_MARKERS);
+    cmd
+}
+
+/// [`command`] without `CUDABLAME_MARKERS`: cudablame's own default marker policy.
+pub fn command_default_markers(program: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env("LD_LIBRARY_PATH", driver_dir())

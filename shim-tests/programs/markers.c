@@ -1,0 +1,63 @@
+/* Marker policy: launches whose spacing the test controls, linked with -lcuda (the fake).
+ *
+ * Usage: markers loop N      a slow kernel (200 ms) blocks a created stream, then N quick kernels
+ *                            are launched behind it back to back (the host far ahead of the
+ *                            "GPU"), then the stream is synchronized;
+ *        markers gaps N US   N quick kernels on a created stream, US microseconds of host time
+ *                            (nanosleep) between launches, then the stream is synchronized.
+ * Prints ops=<ops recorded on the stream> sync_rc=<rc>; exit status 0 when everything returned
+ * CUDA_SUCCESS. Run with CUDABLAME_STATS=on, the `cudablame stats:` line says how many ops got a
+ * progress marker. */
+#define _GNU_SOURCE
+#define CUDA_MIN_NO_API_MACROS
+#include "cuda_min.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void check(const char *what, CUresult rc) {
+    if (rc != CUDA_SUCCESS) {
+        printf("failed=%s rc=%u\n", what, rc);
+        exit(3);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3 || (strcmp(argv[1], "loop") && strcmp(argv[1], "gaps")) ||
+        (!strcmp(argv[1], "gaps") && argc < 4)) {
+        fprintf(stderr, "usage: markers loop N | markers gaps N US\n");
+        return 2;
+    }
+    int loop = !strcmp(argv[1], "loop");
+    long n = atol(argv[2]);
+    long gap_us = loop ? 0 : atol(argv[3]);
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction quick, slow;
+    CUstream s;
+    check("cuInit", cuInit(0));
+    check("cuDeviceGet", cuDeviceGet(&dev, 0));
+    check("retain", cuDevicePrimaryCtxRetain(&ctx, dev));
+    check("set", cuCtxSetCurrent(ctx));
+    check("module", cuModuleLoadData(&mod, "// fake: quick\n// fake: slow delay_us=200000\n"));
+    check("quick", cuModuleGetFunction(&quick, mod, "quick"));
+    check("slow", cuModuleGetFunction(&slow, mod, "slow"));
+    check("stream", cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    long ops = 0;
+    if (loop) {
+        check("slow launch", cuLaunchKernel(slow, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+        ops++;
+    }
+    struct timespec pause = {gap_us / 1000000, (gap_us % 1000000) * 1000};
+    for (long i = 0; i < n; i++) {
+        if (gap_us && i) nanosleep(&pause, NULL);
+        check("quick launch", cuLaunchKernel(quick, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+        ops++;
+    }
+    CUresult rc = cuStreamSynchronize(s);
+    printf("ops=%ld\nsync_rc=%u\n", ops, rc);
+    return rc == CUDA_SUCCESS ? 0 : 1;
+}

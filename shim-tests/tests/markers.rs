@@ -1,0 +1,124 @@
+//! The progress-marker policy (`CUDABLAME_MARKERS`, issue 21) seen from a program: how many ops
+//! get a marker under the default budget, `every` and `off`, read from the `cudablame stats:`
+//! line (`CUDABLAME_STATS=on`). The decision itself is unit tested in `src/record/policy.rs`.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+/// `(marked, ops, held stacks unwound)` from a run of `programs/markers.c` under cudablame
+/// with `env` (no `CUDABLAME_MARKERS` unless `env` sets it: cudablame's default).
+fn marked(args: &[&str], env: &[(&str, &str)]) -> (u64, u64, u64) {
+    let prog = compile("markers", true);
+    let mut cmd = command_default_markers(&prog, args);
+    cmd.env("LD_PRELOAD", shim())
+        .env("CUDABLAME_STATS", "on")
+        .env("CUDABLAME_REPORT", "off");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let (out, _) = output_within(&mut cmd, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?} {env:?}: {stdout}\n{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("cudablame stats:"))
+        .unwrap_or_else(|| panic!("no stats line:\n{stderr}"));
+    let after = |key: &str| -> Vec<u64> {
+        let rest = &line[line.find(key).unwrap_or_else(|| panic!("{key} in {line}")) + key.len()..];
+        rest.split(|c: char| !c.is_ascii_digit())
+            .filter(|w| !w.is_empty())
+            .take(2)
+            .map(|w| w.parse().unwrap())
+            .collect()
+    };
+    let m = after("marked ");
+    let ops: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("ops="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(m[1], ops, "every op recorded: {line}");
+    (m[0], m[1], after("held stacks unwound ")[0])
+}
+
+#[test]
+fn a_fast_launch_loop_marks_few_ops() {
+    // 3,000 launches behind a 200 ms kernel: the host far ahead of the stream.
+    let (m, ops, _) = marked(&["loop", "3000"], &[]);
+    assert_eq!(ops, 3001);
+    // At most 32 ops apart (at least 94 markers), and one per 100 µs of host time: on this
+    // machine launches take a few µs, so far fewer than one in four.
+    assert!(m >= 94, "{m} of {ops}: windows are bounded at 32 ops");
+    assert!(
+        m <= ops / 4,
+        "{m} of {ops} marked: the budget should mark few"
+    );
+}
+
+#[test]
+fn without_time_gaps_markers_are_exactly_32_ops_apart() {
+    // A gap of 1 s never passes: only the bound on unmarked ops marks, ops 1, 33, 65, ...
+    let (m, ops, _) = marked(&["loop", "3000"], &[("CUDABLAME_MARKER_GAP_US", "1000000")]);
+    assert_eq!((m, ops), (94, 3001));
+}
+
+#[test]
+fn ops_separated_by_a_long_host_gap_are_each_marked() {
+    // 2 ms of host time between launches, 20 times the default gap of 100 µs.
+    let (m, ops, _) = marked(&["gaps", "20", "2000"], &[]);
+    assert_eq!((m, ops), (20, 20));
+    // With a gap longer than the program's pauses: the first op, then the stream is idle at
+    // every launch (the device wrote the last marker), and half the gap (25 ms) never passes.
+    let (m, _, _) = marked(
+        &["gaps", "20", "2000"],
+        &[("CUDABLAME_MARKER_GAP_US", "50000")],
+    );
+    assert_eq!(m, 1);
+}
+
+#[test]
+fn every_marks_each_op_and_off_none() {
+    assert_eq!(
+        marked(&["loop", "500"], &[("CUDABLAME_MARKERS", "every")]).0,
+        501
+    );
+    assert_eq!(
+        marked(&["loop", "500"], &[("CUDABLAME_MARKERS", "off")]).0,
+        0
+    );
+}
+
+#[test]
+fn without_markers_the_launching_thread_unwinds_no_held_stack() {
+    // Nothing proves progress without markers, so every op leaving the stack copies used to
+    // be unwound on the launching thread (1,024 per synchronization, 1.2 to 4.2 µs each in
+    // PyTorch: a GPU-bound step was 38% slower with markers off).
+    let (_, _, unwound) = marked(&["loop", "3000"], &[("CUDABLAME_MARKERS", "off")]);
+    assert_eq!(unwound, 0);
+    // With markers the ops queued behind the slow kernel are held, with their stacks, as
+    // before (the culprit keeps its launch stack however far the host runs ahead).
+    let (_, _, unwound) = marked(&["loop", "3000"], &[("CUDABLAME_MARKERS", "every")]);
+    assert!(unwound >= 1000, "{unwound}");
+}
+
+#[test]
+fn the_default_budget_never_gives_a_wrong_exact_verdict() {
+    // The culprit scenarios under the default policy: where few ops are marked the verdict may
+    // lose its proof (then it is not `exact`), but an `exact` verdict names the real culprit.
+    let prog = compile("scenarios", false);
+    for (scenario, culprit) in [
+        ("oob", "oob_write"),
+        ("run_ahead", "oob_write"),
+        ("same_depth", "instant_oob"),
+        ("next_launch", "instant_oob"),
+    ] {
+        let r = run(&prog, &[scenario], true, &[("CUDABLAME_MARKERS", "budget")]);
+        let c = &r.report()["culprit"];
+        if c["confidence"] == "exact" {
+            assert_eq!(c["op"]["kernel"], culprit, "{scenario}: {c}");
+        }
+    }
+}

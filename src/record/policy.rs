@@ -1,0 +1,248 @@
+//! Which ops get a progress marker (`CUDABLAME_MARKERS`): a pure decision from host times and
+//! counts, unit tested without any driver.
+//!
+//! Why not every op: a marker is a `cuStreamWriteValue64`, and every stream memory operation
+//! carries a system-scope memory fence before its write. Measured on an H200 (driver 580.159.04,
+//! CUDA 13.0; `/work/shared/notes/cuda-facts.md`, third round): **+2.0 to +2.1 µs of GPU time per
+//! marked op** (ops queued behind a blocked stream, timed with events; a tiny kernel takes 1.54
+//! µs, a 1M-element one 5.1 µs), **+1.0 to +1.5 µs of the launching thread's time**, and one
+//! entry of the driver's launch queue (behind a blocked stream the host blocked after 510
+//! launches instead of 1,021). A second thread issuing the markers, events, or a
+//! `NO_MEMORY_BARRIER` write are all worse or refused (same notes). So the only lever is to mark
+//! fewer ops.
+//!
+//! The budget ([`MarkerMode::Budget`], the default) marks an op when, after its real launch:
+//! - the stream never had a marker (its first op), or
+//! - at least [`Budget::gap_ns`] of host time passed since the stream's last marker: with
+//!   markers costing `c` µs each and a share `s` of the time allowed, one marker per `c / s` µs.
+//!   The default gap, 100 µs, is 2.1 µs GPU / 2.1% and 1.1 µs host / 1.1%. Host time stands in
+//!   for the stream's GPU time: while the host runs ahead the GPU later runs those ops at most as
+//!   fast as they came (the probe above: 400 ops enqueued in about 2 ms), and when the GPU is
+//!   the bottleneck the host waits in the driver, so each marker covers at least as much GPU
+//!   time as host time; or
+//! - the stream was idle (the previous op carried the last marker and the device already wrote
+//!   it: one plain load of the marker slot) and [`Budget::idle_gap_ns`] passed: a marker behind an
+//!   op that completes before the next one arrives costs the GPU nothing, only host time, so
+//!   only the host share binds (half the gap); or
+//! - [`Budget::max_unmarked`] ops in a row went unmarked (bounded windows: a fault is then
+//!   narrowed to at most `max_unmarked + 1` ops in stream order); or
+//! - it is a copy (`cuMemcpy*Async`, or a blocking copy that proves nothing): copies are rare and
+//!   usually come right before the host waits for a result (PyTorch's `.item()`), where the error
+//!   surfaces.
+//!
+//! [`MarkerMode::Every`] keeps a marker after every op (exact illegal-address verdicts at the
+//! price above); [`MarkerMode::Off`] none (culprits are only suspects).
+
+pub(crate) use crate::config::MarkerMode;
+use crate::record::OpKind;
+
+/// The marker budget: when [`should_mark`] marks an op. Times in ns of host wall-clock time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Budget {
+    /// Host time after the stream's last marker from which the next op is marked.
+    pub(crate) gap_ns: u64,
+    /// The same when the stream is idle (the last marker, right behind the previous op, was
+    /// already written by the device): the marker then costs no GPU time, only host time.
+    pub(crate) idle_gap_ns: u64,
+    /// The most ops in a row left unmarked on one stream.
+    pub(crate) max_unmarked: u32,
+}
+
+/// Unmarked ops in a row at most, by default: a window of at most 32 ops between two markers.
+pub(crate) const MAX_UNMARKED: u32 = 31;
+
+impl Budget {
+    /// The budget for a gap of `gap_us` µs (`CUDABLAME_MARKER_GAP_US`).
+    pub(crate) fn with_gap_us(gap_us: u64) -> Budget {
+        Budget {
+            gap_ns: gap_us * 1000,
+            idle_gap_ns: gap_us * 1000 / 2,
+            max_unmarked: MAX_UNMARKED,
+        }
+    }
+}
+
+/// What [`should_mark`] remembers of one stream's markers (kept under the stream's ring lock).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Marks {
+    /// Host time (ns, `CLOCK_REALTIME`) of the stream's last marker; 0: none yet.
+    pub(crate) last_ns: u64,
+    /// Sequence number of the op the last marker follows (0: none).
+    pub(crate) last_seq: u64,
+    /// Ops recorded since the last marker, unmarked.
+    pub(crate) unmarked: u32,
+    /// Ops marked on this stream so far (for `CUDABLAME_STATS`).
+    pub(crate) marked_total: u64,
+}
+
+impl Marks {
+    /// Notes op `seq` at `now_ns`: marked (the driver took its marker) or not.
+    pub(crate) fn note(&mut self, seq: u64, now_ns: u64, marked: bool) {
+        if marked {
+            self.last_ns = now_ns;
+            self.last_seq = seq;
+            self.unmarked = 0;
+            self.marked_total += 1;
+        } else {
+            self.unmarked = self.unmarked.saturating_add(1);
+        }
+    }
+}
+
+/// Whether op `seq` of kind `kind`, recorded at host time `now_ns`, gets a progress marker under
+/// `mode` and `budget`, given the stream's `marks`. `slot` reads the stream's marker slot (the
+/// last sequence number the device wrote); it is called only when its answer matters.
+pub(crate) fn should_mark(
+    mode: MarkerMode,
+    budget: &Budget,
+    marks: &Marks,
+    now_ns: u64,
+    seq: u64,
+    kind: OpKind,
+    slot: impl FnOnce() -> u64,
+) -> bool {
+    match mode {
+        MarkerMode::Off => return false,
+        MarkerMode::Every => return true,
+        MarkerMode::Budget => {}
+    }
+    if marks.last_seq == 0 || marks.unmarked >= budget.max_unmarked || kind == OpKind::Memcpy {
+        return true;
+    }
+    // A clock stepped back counts as a long gap (one marker too many, never a window too long).
+    let Some(since) = now_ns.checked_sub(marks.last_ns) else {
+        return true;
+    };
+    if since >= budget.gap_ns {
+        return true;
+    }
+    since >= budget.idle_gap_ns && marks.last_seq + 1 == seq && slot() >= marks.last_seq
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: u64 = 1000;
+
+    /// Runs `should_mark` over ops recorded at the given host times (µs), every marker taken by
+    /// the driver and the device `done` behind (the slot holds the last marked seq that many µs
+    /// after it was enqueued; `u64::MAX`: never); returns the marked sequence numbers.
+    fn marked(
+        mode: MarkerMode,
+        times_us: &[u64],
+        kinds: &[OpKind],
+        done_after_us: u64,
+    ) -> Vec<u64> {
+        let b = Budget::with_gap_us(100);
+        let mut m = Marks::default();
+        let mut out = Vec::new();
+        let mut written: Vec<(u64, u64)> = Vec::new(); // (host µs, seq) of each marker
+        for (i, &t) in times_us.iter().enumerate() {
+            let seq = i as u64 + 1;
+            let kind = kinds.get(i).copied().unwrap_or(OpKind::Kernel);
+            let slot = || {
+                written
+                    .iter()
+                    .filter(|(at, _)| at.saturating_add(done_after_us) <= t)
+                    .map(|w| w.1)
+                    .max()
+                    .unwrap_or(0)
+            };
+            let mark = should_mark(mode, &b, &m, t * US + 1, seq, kind, slot);
+            if mark {
+                written.push((t, seq));
+                out.push(seq);
+            }
+            m.note(seq, t * US + 1, mark);
+        }
+        out
+    }
+
+    #[test]
+    fn a_fast_launch_loop_is_marked_by_time_and_by_count() {
+        // 4 µs per launch (the H200's empty-kernel loop), the GPU far behind: one marker per
+        // 100 µs, i.e. every 25th op.
+        let times: Vec<u64> = (0..200).map(|i| i * 4).collect();
+        let got = marked(MarkerMode::Budget, &times, &[], u64::MAX);
+        assert_eq!(&got[..4], &[1, 26, 51, 76]);
+        assert_eq!(got.len(), 8);
+        // 1 µs per launch: the count binds, windows of 32 ops.
+        let times: Vec<u64> = (0..100).collect();
+        assert_eq!(
+            marked(MarkerMode::Budget, &times, &[], u64::MAX),
+            vec![1, 33, 65, 97]
+        );
+    }
+
+    #[test]
+    fn ops_separated_by_long_host_gaps_are_each_marked() {
+        let times: Vec<u64> = (0..10).map(|i| i * 150).collect();
+        assert_eq!(
+            marked(MarkerMode::Budget, &times, &[], u64::MAX),
+            (1..=10).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn an_idle_stream_is_marked_at_half_the_gap() {
+        // 60 µs apart: above the idle gap (50), below the gap (100).
+        let times: Vec<u64> = (0..6).map(|i| i * 60).collect();
+        // The device writes each marker within 10 µs: the stream is idle at every launch.
+        assert_eq!(
+            marked(MarkerMode::Budget, &times, &[], 10),
+            vec![1, 2, 3, 4, 5, 6]
+        );
+        // The device never catches up: only the gap counts (0, 120, 240 µs).
+        assert_eq!(
+            marked(MarkerMode::Budget, &times, &[], u64::MAX),
+            vec![1, 3, 5]
+        );
+    }
+
+    #[test]
+    fn copies_are_marked_and_modes_override() {
+        let times = [0, 1, 2, 3, 4];
+        let kinds = [
+            OpKind::Kernel,
+            OpKind::Kernel,
+            OpKind::Memcpy,
+            OpKind::Memset,
+            OpKind::Kernel,
+        ];
+        assert_eq!(
+            marked(MarkerMode::Budget, &times, &kinds, u64::MAX),
+            vec![1, 3]
+        );
+        assert_eq!(
+            marked(MarkerMode::Every, &times, &kinds, u64::MAX),
+            vec![1, 2, 3, 4, 5]
+        );
+        assert!(marked(MarkerMode::Off, &times, &kinds, 0).is_empty());
+    }
+
+    #[test]
+    fn a_clock_stepped_back_marks() {
+        let b = Budget::with_gap_us(100);
+        let mut m = Marks::default();
+        m.note(1, 10_000_000, true);
+        assert!(should_mark(
+            MarkerMode::Budget,
+            &b,
+            &m,
+            5_000_000,
+            2,
+            OpKind::Kernel,
+            || 0
+        ));
+        assert!(!should_mark(
+            MarkerMode::Budget,
+            &b,
+            &m,
+            10_000_500,
+            2,
+            OpKind::Kernel,
+            || 0
+        ));
+    }
+}
