@@ -62,8 +62,8 @@ pub(crate) struct Verdict {
     pub(crate) suspects: Vec<OpAt>,
     /// The window ops, most likely first (only when there were several, or with an assert).
     pub(crate) candidates: Vec<Ranked>,
-    /// The window ops in stream order (streams in view order), unknown spans included; empty when
-    /// the verdict rests on one op alone.
+    /// The window ops in stream order (streams in the order their windows began), unknown spans
+    /// included; empty when the verdict rests on one op alone.
     pub(crate) window: Vec<Ranked>,
     /// Ops in the windows, known and unknown (0 without markers).
     pub(crate) one_of: u64,
@@ -321,7 +321,9 @@ pub(crate) fn judge_with(
     clues: &mut Clues,
 ) -> Verdict {
     let in_scope = scope(views, context);
-    let windows = windows(views, &in_scope);
+    let mut windows = windows(views, &in_scope);
+    // Streams in the order their windows began (first known op's launch time).
+    windows.sort_by_key(|w| w.ops.first().map_or(0, |&j| views[w.stream].ops[j].time_ns));
     let op = |at: OpAt| -> &OpRecord { &views[at.0].ops[at.1] };
     // Every known window op, in stream order, with when its stream's window began.
     let known: Vec<OpAt> = windows

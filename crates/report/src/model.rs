@@ -136,7 +136,8 @@ pub struct Culprit {
     /// Why the verdict is not `exact`, in one line (absent when it is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_exact: Option<String>,
-    /// The ops that can have faulted, in stream order (streams one after the other): on each
+    /// The ops that can have faulted, in stream order (streams one after the other, in the order
+    /// their windows began): on each
     /// stream with unfinished work, the ops after the last one proven complete (progress marker or
     /// synchronization) up to and including the first with a progress marker behind it. A
     /// `likely` verdict with several reads "one of these N ops". Absent when the verdict rests on
