@@ -393,7 +393,15 @@ pub(crate) fn judge_with(
             assert_matched: false,
         };
     }
-    let all_marked = windows.iter().all(|w| views[w.stream].marker.is_some());
+    // Markers prove windows only where they work: every window's stream has a marker slot, and
+    // some marker was enqueued in the process (an op marked, or a value written). A driver that
+    // refused every marker write leaves the slots at 0 and no op marked: no markers, as with
+    // CUDABLAME_MARKERS=off. (One stream alone may have none marked: its only op faulted before
+    // its marker could be enqueued.)
+    let markers_work = views
+        .iter()
+        .any(|v| v.marker.is_some_and(|m| m > 0) || v.ops.iter().any(|o| o.marked));
+    let all_marked = markers_work && windows.iter().all(|w| views[w.stream].marker.is_some());
     let kernel = assert_kernel.unwrap_or("");
     let n_named = named.iter().filter(|&&b| b).count();
     // Window ops that may run the assert's kernel without being known to: incomplete lists.

@@ -304,7 +304,8 @@ fn qualified_name(s: &str) -> Option<String> {
     let s = s
         .trim()
         .replace("(anonymous namespace)", "@anon")
-        .replace("<unnamed>", "@anon");
+        .replace("<unnamed>", "@anon")
+        .replace("{anonymous}", "@anon");
     if s.contains("operator") || s.contains("lambda") {
         return None;
     }

@@ -70,7 +70,15 @@ pub fn render_with(r: &Report, device_assert: Option<&str>, verbose: bool) -> St
                 Some(k) => format!("#{} kernel {}", o.seq, short(k)),
                 None => op_line(o),
             };
-            let _ = writeln!(out, "culprit [{:?}]: {what}", r.culprit.confidence);
+            let verdict = if r.culprit.is_one_of() {
+                format!(
+                    "{:?}, one of {}, ranked first",
+                    r.culprit.confidence, r.culprit.one_of
+                )
+            } else {
+                format!("{:?}", r.culprit.confidence)
+            };
+            let _ = writeln!(out, "culprit [{verdict}]: {what}");
             let shared = if o.shared_mem_bytes > 0 || verbose {
                 format!(" shared {} B", o.shared_mem_bytes)
             } else {
