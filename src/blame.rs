@@ -106,6 +106,10 @@ pub(crate) struct Clues<'a> {
     /// (`DeviceAssert::kernel`: `__PRETTY_FUNCTION__` or `__func__` text), matched by
     /// `DeviceAssert::printed_name_matches`.
     pub(crate) assert_kernel: Option<&'a str>,
+    /// Whether progress markers were in use (`config::markers_enabled`): false once the driver
+    /// refused one (its slots then prove nothing more; culprits are suspects). Not read from the
+    /// views: a stream's only op may have faulted before its marker could be enqueued.
+    pub(crate) markers_work: bool,
 }
 
 /// Judges a sticky error reported in `context` (`None`: unknown, consider every context), from
@@ -121,6 +125,7 @@ pub(crate) fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
                 _ => KernelList::default(),
             },
             assert_kernel: None,
+            markers_work: true,
         },
     )
 }
@@ -393,15 +398,9 @@ pub(crate) fn judge_with(
             assert_matched: false,
         };
     }
-    // Markers prove windows only where they work: every window's stream has a marker slot, and
-    // some marker was enqueued in the process (an op marked, or a value written). A driver that
-    // refused every marker write leaves the slots at 0 and no op marked: no markers, as with
-    // CUDABLAME_MARKERS=off. (One stream alone may have none marked: its only op faulted before
-    // its marker could be enqueued.)
-    let markers_work = views
-        .iter()
-        .any(|v| v.marker.is_some_and(|m| m > 0) || v.ops.iter().any(|o| o.marked));
-    let all_marked = markers_work && windows.iter().all(|w| views[w.stream].marker.is_some());
+    // Markers prove windows only while they work (`Clues::markers_work`) and on streams with a
+    // marker slot.
+    let all_marked = clues.markers_work && windows.iter().all(|w| views[w.stream].marker.is_some());
     let kernel = assert_kernel.unwrap_or("");
     let n_named = named.iter().filter(|&&b| b).count();
     // Window ops that may run the assert's kernel without being known to: incomplete lists.
@@ -1067,6 +1066,7 @@ mod tests {
             &mut Clues {
                 kernels: &mut kernels,
                 assert_kernel,
+                markers_work: true,
             },
         )
     }

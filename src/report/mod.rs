@@ -110,6 +110,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                     &mut blame::Clues {
                         kernels: &mut kernels,
                         assert_kernel: assert_kernel.as_deref(),
+                        markers_work: config::markers_enabled(),
                     },
                 )
             };
