@@ -1,4 +1,4 @@
-// EXPECT kernel=flush_tile site=launch_flush_tile error=CUDA_ERROR_INVALID_ADDRESS_SPACE confidence=exact reporter=cuCtxSynchronize
+// EXPECT kernel=flush_tile site=launch_flush_tile error=CUDA_ERROR_INVALID_ADDRESS_SPACE confidence=exact|oneof reporter=cuCtxSynchronize
 // EXPECT-OPTIONAL
 //
 // address_space.cu: a store with the .global state space through the

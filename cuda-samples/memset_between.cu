@@ -1,4 +1,10 @@
-// EXPECT kernel=slow_oob site=launch_slow_oob error=CUDA_ERROR_ILLEGAL_ADDRESS confidence=exact
+// EXPECT kernel=slow_oob site=launch_slow_oob error=CUDA_ERROR_ILLEGAL_ADDRESS confidence=exact|oneof among=slow_oob
+// EXPECT-EVERY confidence=exact
+//
+// With the default (budgeted) markers slow_oob is marked only if enough
+// host time passed since the stream's last marker; else the window runs
+// from slow_oob to the next marked op (copies are marked): one of 2 or 3
+// ops, slow_oob ranked first (the memset and copy run no user code).
 //
 // memset_between.cu: a cudaMemset and a device-to-device cudaMemcpy between a
 // faulting kernel and a good one. Per the CUDA driver API's "API

@@ -1,4 +1,12 @@
-// EXPECT kernel=oob_store site=launch_culprit error=CUDA_ERROR_ILLEGAL_ADDRESS confidence=exact
+// EXPECT kernel=oob_store site=launch_culprit error=CUDA_ERROR_ILLEGAL_ADDRESS confidence=exact|oneof among=oob_store
+// EXPECT-EVERY confidence=exact
+//
+// With the default (budgeted) markers: spin, the stream's first op, is
+// marked; oob_store, launched right after it, is not, nor are the empty
+// kernels until 31 went unmarked or 100 us of host time passed: "one of
+// these N ops" (N at most 32), oob_store first in stream order (no op of the
+// window ever completed). Exact only if the host was slow enough to mark
+// oob_store itself.
 //
 // run_ahead.cu: the host runs far ahead of the GPU (issue 15, item 1). A spin
 // kernel holds the legacy stream for ~300 ms; behind it the culprit

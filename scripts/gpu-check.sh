@@ -21,13 +21,25 @@
 #   NVCC_ARCH          default sm_90 (H100/H200)
 #   PYTHON             default python3
 #   CASE_TIMEOUT       seconds per run (default 120)
+#   EVERY              "some" (default: cases with an EXPECT-EVERY line), "all"
+#                      or "none": which cases also run with
+#                      CUDABLAME_MARKERS=every
 #
 # EXPECT line format (first line of the sample matching it, in // or # comment):
-#   EXPECT kernel=SUB [site=SUB] error=CUDA_ERROR_X confidence=exact|likely|suspect
-#          [reporter=SUB] [pysite=SUB] [hint=SUB] [assert=SUB] [stdout=same]
-#     kernel   substring of culprit.op.kernel
+#   EXPECT kernel=SUB [site=SUB] error=CUDA_ERROR_X confidence=WORD[|WORD...]
+#          [reporter=SUB[|SUB...]] [pysite=SUB] [hint=SUB] [assert=SUB] [stdout=same]
+#          [window=N] [among=SUB]
+#     confidence  one of the words given (where the driver or the timing
+#              legitimately varies, list both): exact, likely, suspect, or
+#              oneof: the "one of these N ops" verdict (culprit.confidence
+#              likely with culprit.window and culprit.one_of > 1)
+#     kernel   substring of culprit.op.kernel; for a oneof verdict, of the
+#              kernel of some op of culprit.window (the op need not rank first)
+#     window   culprit.one_of must be N (only checked for a oneof verdict)
+#     among    substring of the kernel of some op of culprit.window (only
+#              checked for a oneof verdict)
 #     site     substring of some culprit.op.stack[].function
-#     reporter substring of reporting_call.entry_point
+#     reporter substring of reporting_call.entry_point; SUB|SUB: any of them
 #     pysite   substring of some culprit.op.python_stack[].function; a comma
 #              list: each must be in some frame
 #     hint     substring of culprit.hint (the one line of advice for well-known
@@ -38,6 +50,13 @@
 #              and without the shim (the driver's assert lines included)
 #   A value with spaces goes in double quotes: hint="number of classes".
 # A line "EXPECT-OPTIONAL" marks a case whose missing report counts as skipped.
+# A line "EXPECT-EVERY key=value..." runs the case a second time with
+# CUDABLAME_MARKERS=every (a progress marker after every op), as case
+# <name>.every, checked against the EXPECT line with these keys replaced
+# (e.g. "EXPECT-EVERY confidence=exact": with a marker after every op an
+# illegal address is exact). EVERY=all runs every case that way too (the
+# EXPECT line alone where a sample has no EXPECT-EVERY); EVERY=none never.
+# The first run always uses the default marker setting (budgeted markers).
 #
 # Other header lines (first match each):
 #   // BUILD-FLAGS: FLAGS...   (.cu) extra nvcc words, appended after the
@@ -128,19 +147,29 @@ import json, os, re, sys
 
 name, source, report, rc_base, rc_shim, sig_base, sig_shim = sys.argv[1:8]
 out_base, out_shim = (sys.argv[8:10] + ["", ""])[:2]
+mode = (sys.argv[10:11] + ["default"])[0]
 rc_base, rc_shim = int(rc_base), int(rc_shim)
 
-expect, optional = None, False
+def words(text):
+    # key=value words; a value may be "double quoted" to hold spaces.
+    return {k: v[1:-1] if v.startswith('"') else v
+            for k, v in re.findall(r'(?:^|\s)(\w+)=("[^"]*"|\S+)', text)}
+
+expect, every, optional = None, None, False
 with open(source, encoding="utf-8", errors="replace") as f:
     for line in f:
         if re.match(r"\s*(//|#)\s*EXPECT-OPTIONAL\b", line):
             optional = True
             continue
+        m = re.match(r"\s*(//|#)\s*EXPECT-EVERY\s+(.*)$", line)
+        if m:
+            every = every if every is not None else words(m.group(2))
+            continue
         m = re.match(r"\s*(//|#)\s*EXPECT\s+(.*)$", line)
         if m and expect is None:
-            # key=value words; a value may be "double quoted" to hold spaces.
-            expect = {k: v[1:-1] if v.startswith('"') else v
-                      for k, v in re.findall(r'(?:^|\s)(\w+)=("[^"]*"|\S+)', m.group(2))}
+            expect = words(m.group(2))
+if expect is not None and mode == "every" and every:
+    expect = {**expect, **every}
 
 def finish(status, why=None, details=()):
     word = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}[status]
@@ -203,6 +232,18 @@ err_name = get(r, "error", "name")
 culprit_op = get(r, "culprit", "op")
 confidence = get(r, "culprit", "confidence")
 kernel = get(culprit_op, "kernel")
+window = get(r, "culprit", "window") or []
+one_of = get(r, "culprit", "one_of") or 0
+is_oneof = confidence == "likely" and one_of > 1 and bool(window)
+window_kernels = [w.get("kernel") or "" for w in window if isinstance(w, dict)]
+
+def confidence_ok(want):
+    for alt in want.split("|"):
+        if alt == "oneof" and is_oneof:
+            return True
+        if alt == confidence:
+            return True
+    return False
 stack_fns = functions(get(culprit_op, "stack"))
 py_fns = functions(get(culprit_op, "python_stack"))
 entry = get(r, "reporting_call", "entry_point")
@@ -210,10 +251,21 @@ hint = get(r, "culprit", "hint")
 
 if "error" in expect and err_name != expect["error"]:
     problems.append(f"error.name: expected {expect['error']}, got {err_name!r}")
-if "confidence" in expect and confidence != expect["confidence"]:
-    problems.append(f"culprit.confidence: expected {expect['confidence']}, got {confidence!r}")
-if "kernel" in expect and expect["kernel"] not in (kernel or ""):
-    problems.append(f"culprit.op.kernel: expected to contain {expect['kernel']!r}, got {short(kernel)!r}")
+got_confidence = f"oneof (likely, one of {one_of})" if is_oneof else repr(confidence)
+if "confidence" in expect and not confidence_ok(expect["confidence"]):
+    problems.append(f"culprit.confidence: expected {expect['confidence']}, got {got_confidence}")
+if "kernel" in expect:
+    if is_oneof:
+        if not any(expect["kernel"] in k for k in window_kernels + [kernel or ""]):
+            problems.append(f"culprit.window: no op's kernel contains {expect['kernel']!r} "
+                            f"(kernels: {short(window_kernels[:8], 300)})")
+    elif expect["kernel"] not in (kernel or ""):
+        problems.append(f"culprit.op.kernel: expected to contain {expect['kernel']!r}, got {short(kernel)!r}")
+if is_oneof and "window" in expect and str(one_of) != expect["window"]:
+    problems.append(f"culprit.one_of: expected {expect['window']}, got {one_of}")
+if is_oneof and "among" in expect and not any(expect["among"] in k for k in window_kernels):
+    problems.append(f"culprit.window: no op's kernel contains {expect['among']!r} "
+                    f"(kernels: {short(window_kernels[:8], 300)})")
 if "site" in expect and not any(expect["site"] in fn for fn in stack_fns):
     problems.append(f"culprit.op.stack: no function containing {expect['site']!r} "
                     f"(functions: {short(stack_fns[:8], 300)})")
@@ -221,7 +273,7 @@ for want in (expect["pysite"].split(",") if "pysite" in expect else []):
     if not any(want in fn for fn in py_fns):
         problems.append(f"culprit.op.python_stack: no function containing {want!r} "
                         f"(functions: {short(py_fns[:8], 300)})")
-if "reporter" in expect and expect["reporter"] not in (entry or ""):
+if "reporter" in expect and not any(alt in (entry or "") for alt in expect["reporter"].split("|")):
     problems.append(f"reporting_call.entry_point: expected to contain {expect['reporter']!r}, got {entry!r}")
 if "hint" in expect and expect["hint"] not in (hint or ""):
     problems.append(f"culprit.hint: expected to contain {expect['hint']!r}, got {short(hint)!r}")
@@ -242,7 +294,7 @@ site_fn = next((fn for fn in stack_fns if expect.get("site") and expect["site"] 
 details = [
     f"error: {err_name} (code {get(r, 'error', 'code')}), reported by {entry} "
     f"on stream {get(r, 'reporting_call', 'stream')}",
-    f"culprit: [{confidence}] seq {get(culprit_op, 'seq')} {short(kernel)} "
+    f"culprit: [{got_confidence}] seq {get(culprit_op, 'seq')} {short(kernel)} "
     f"grid {get(culprit_op, 'grid')} block {get(culprit_op, 'block')} stream {get(culprit_op, 'stream')}",
     f"culprit site: {site_fn or short(stack_fns[:4], 200)}"
     + (f"; python: {short(py_fns[:6], 200)}" if py_fns else ""),
@@ -250,6 +302,10 @@ details = [
     f"suspects: {len(r.get('suspects') or [])}, streams: {len(r.get('streams') or [])}; "
     f"exit {rc_base} without shim, {rc_shim} with",
 ]
+if is_oneof:
+    details.insert(2, "window: " + short(", ".join(
+        f"#{w.get('seq')} {w.get('kernel') or ('(%s unknown)' % w.get('unknown_ops') if w.get('unknown_ops') else '?')}"
+        for w in window[:12]), 300))
 if hint or "hint" in expect:
     details.insert(4, f"hint: {short(hint, 200)}")
 if dev_assert:
@@ -263,10 +319,28 @@ PY
 
 # run_case NAME SOURCE COMMAND...
 # Runs COMMAND without and with the shim and checks the report; shared by
-# the .cu binaries and the Python scripts.
+# the .cu binaries and the Python scripts. Then, when the sample asks for it
+# (EXPECT-EVERY, or EVERY=all), once more as NAME.every with
+# CUDABLAME_MARKERS=every.
 run_case() {
     local name=$1 source=$2
     shift 2
+    run_mode default "$name" "$source" "$@"
+    case ${EVERY:-some} in
+        all) run_mode every "$name.every" "$source" "$@" ;;
+        none) ;;
+        *) grep -qE '^[[:space:]]*(//|#)[[:space:]]*EXPECT-EVERY[[:space:]]' "$source" &&
+            run_mode every "$name.every" "$source" "$@" ;;
+    esac
+}
+
+# run_mode MODE NAME SOURCE COMMAND...: one check, with the default markers
+# (MODE default) or CUDABLAME_MARKERS=every (MODE every).
+run_mode() {
+    local mode=$1 name=$2 source=$3
+    shift 3
+    local markers=()
+    [[ $mode == every ]] && markers=(CUDABLAME_MARKERS=every)
     local report=$REPORTS/$name.json
     local base_out=$LOGS/$name.base.out base_err=$LOGS/$name.base.err
     local shim_out=$LOGS/$name.shim.out shim_err=$LOGS/$name.shim.err
@@ -279,13 +353,14 @@ run_case() {
     echo "-- $name: without shim: exit $rc_base: ${sig_base:-$(last_line "$base_err")}"
 
     timeout -k 10 "$CASE_TIMEOUT" \
-        env LD_PRELOAD="$LIB" CUDABLAME_REPORT="$report" "$@" >"$shim_out" 2>"$shim_err"
+        env ${markers[@]+"${markers[@]}"} LD_PRELOAD="$LIB" CUDABLAME_REPORT="$report" "$@" \
+        >"$shim_out" 2>"$shim_err"
     rc_shim=$?
     sig_shim=$(error_signature "$shim_err")
     echo "-- $name: with shim:    exit $rc_shim: ${sig_shim:-$(last_line "$shim_err")}"
 
     out=$(check_report "$name" "$source" "$report" "$rc_base" "$rc_shim" \
-        "$sig_base" "$sig_shim" "$base_out" "$shim_out" 2>&1)
+        "$sig_base" "$sig_shim" "$base_out" "$shim_out" "$mode" 2>&1)
     rc_check=$?
     case $rc_check in
         0) record pass "$out" ;;
@@ -324,7 +399,7 @@ main() {
     local tee_pid=$!
 
     # Never let an inherited setting change where errors surface.
-    unset CUDA_LAUNCH_BLOCKING CUDABLAME_REPORT LD_PRELOAD
+    unset CUDA_LAUNCH_BLOCKING CUDABLAME_REPORT CUDABLAME_MARKERS LD_PRELOAD
 
     section "versions"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)"

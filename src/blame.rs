@@ -1,17 +1,34 @@
 //! From the recorded streams and an error to a verdict: which op faulted, how sure we are, and
 //! which other ops had not completed. Pure logic over [`StreamView`]s, unit-tested without FFI.
 //!
-//! Rule: on each stream, ops up to `completed` (the progress marker's value, or what a successful
-//! synchronization proved) finished; the op right after is that stream's candidate, the first that
-//! never finished. Only the context that reported the error is considered (a sticky error is
-//! per context). One candidate with markers on its stream: `exact`. A device-side assert names
-//! its kernel (the driver prints it, `real::printf`): when exactly one candidate runs a kernel of
-//! that name, it is `exact` too. Otherwise several streams with unfinished work, all with
-//! markers: `likely`, candidates ranked by evidence that can be stated ([`rank`]): kernels before
-//! communication kernels (`nccl*`, which wait on peers), copies and memsets (no user code runs);
-//! then a kernel that never completed before in the recorded ops before one that did; then the
-//! most recently launched first. Without markers: `suspect`, the most recent kernel among the
-//! unfinished ops (or the one kernel the assert names).
+//! Rule (the window): on each stream, ops up to `completed` (the progress marker's value, or what
+//! a successful synchronization proved) finished. The ops after it, up to and including the first
+//! one with a progress marker enqueued behind it (`OpRecord::marked`), or up to the last issued op
+//! when none has one, are that stream's WINDOW: one of them started and never finished, and
+//! nothing tells which (with sparse markers, an op without a marker behind it proves nothing when
+//! it completes). A window op that cudablame no longer holds (it fell out of the ring and the held
+//! list, `record::ring`, or the ring was busy) is UNKNOWN: it still counts. Only the context that
+//! reported the error is considered (a sticky error is per context).
+//!
+//! Verdicts:
+//! - `exact`: the windows of all streams with unfinished work hold exactly one op in all, and it
+//!   is known; or a device-side assert tied to this error (code 710, printed after the window's
+//!   first launch: `report`) names the kernel of exactly one op among all window ops while every
+//!   window op's kernel list is known ([`KernelList::complete`]; an unknown op, a graph whose
+//!   capture was cut or not seen, a kernel without a name "may run it").
+//! - `likely`: markers on every stream with unfinished work, more than one op in the windows:
+//!   "one of these N ops, in stream order" (`Verdict::window`). They are ranked only by evidence
+//!   that can be stated ([`rank`]): an op running the kernel the assert names first; kernels
+//!   before communication kernels (`nccl*`, which wait on peers), copies and memsets (no user
+//!   code runs); then a kernel that never completed before in the recorded ops before one that
+//!   did; then, across streams, the stream whose window began last; inside one stream, stream
+//!   order.
+//! - `suspect`: a stream with unfinished work has no markers: the most recent kernel among the
+//!   unfinished ops (or the one kernel the assert names).
+//!
+//! Afterwards [`cap_for_unseen_work`] and [`cap_for_code`] keep a verdict below `exact` when work
+//! cudablame never saw may hide the culprit, or when the error code itself does not imply that the
+//! running op faulted (702, 999, an MPS client).
 
 use crate::record::{OpKind, OpRecord, StreamView};
 
@@ -20,14 +37,16 @@ pub(crate) use cudablame_report::model::Confidence;
 /// Where an op sits in the views: `(stream index, op index in that stream's ring)`.
 pub(crate) type OpAt = (usize, usize);
 
-/// One stream's first unfinished op, with the evidence for its rank.
+/// One op that can have faulted, with the evidence for its rank.
 #[derive(Debug, PartialEq, Clone)]
 pub(crate) struct Ranked {
     /// Stream index in the views.
     pub(crate) stream: usize,
     pub(crate) seq: u64,
-    /// `None` when the op fell out of its ring.
+    /// `None` for ops cudablame no longer holds: then `unknown` ops from `seq` on.
     pub(crate) at: Option<OpAt>,
+    /// Ops this entry stands for when `at` is `None` (0 otherwise).
+    pub(crate) unknown: u64,
     pub(crate) evidence: String,
 }
 
@@ -35,14 +54,19 @@ pub(crate) struct Ranked {
 #[derive(Debug, PartialEq)]
 pub(crate) struct Verdict {
     pub(crate) confidence: Confidence,
-    /// The culprit op, if it is still in its ring.
+    /// The culprit op (the first ranked known window op), if it is still held.
     pub(crate) culprit: Option<OpAt>,
     /// Why, in one sentence, with the numbers that prove it.
     pub(crate) reason: String,
     /// The other unfinished ops, most likely first.
     pub(crate) suspects: Vec<OpAt>,
-    /// Each stream's first unfinished op, most likely first (only with markers and several).
+    /// The window ops, most likely first (only when there were several, or with an assert).
     pub(crate) candidates: Vec<Ranked>,
+    /// The window ops in stream order (streams in the order their windows began), unknown spans
+    /// included; empty when the verdict rests on one op alone.
+    pub(crate) window: Vec<Ranked>,
+    /// Ops in the windows, known and unknown (0 without markers).
+    pub(crate) one_of: u64,
     /// Why the verdict is not exact, in one line (`None` when it is).
     pub(crate) not_exact: Option<String>,
     /// A device-side assert's kernel matched the culprit's kernel.
@@ -52,14 +76,40 @@ pub(crate) struct Verdict {
 /// Suspects listed at most.
 pub(crate) const MAX_SUSPECTS: usize = 16;
 
+/// The kernels an op runs, as far as the report knows them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct KernelList {
+    /// Demangled names: its kernel, or a graph launch's captured kernels; empty for copies and
+    /// memsets.
+    pub(crate) names: Vec<String>,
+    /// Whether `names` are all the kernels it runs: false for a kernel the driver gave no name
+    /// for, and for a graph launch whose capture cudablame did not see or cut
+    /// (`record::graphs` keeps 1,024 ops per graph): such an op "may run" any kernel.
+    pub(crate) complete: bool,
+}
+
+impl KernelList {
+    /// A copy or memset: no kernel, known.
+    pub(crate) fn none() -> KernelList {
+        KernelList {
+            names: Vec::new(),
+            complete: true,
+        }
+    }
+}
+
 /// What the report knows beyond the rings.
 pub(crate) struct Clues<'a> {
-    /// Demangled names of the kernels an op runs: its kernel, or a graph launch's captured
-    /// kernels; empty for copies, memsets and unknown handles.
-    pub(crate) kernels: &'a mut dyn FnMut(&OpRecord) -> Vec<String>,
-    /// The kernel a device-side assert named, as a bare function name
-    /// (`DeviceAssert::kernel_base_name` of the report crate).
+    /// The kernels an op runs.
+    pub(crate) kernels: &'a mut dyn FnMut(&OpRecord) -> KernelList,
+    /// The function a device-side assert tied to this error names, as the driver printed it
+    /// (`DeviceAssert::kernel`: `__PRETTY_FUNCTION__` or `__func__` text), matched by
+    /// `DeviceAssert::printed_name_matches`.
     pub(crate) assert_kernel: Option<&'a str>,
+    /// Whether progress markers were in use (`config::markers_enabled`): false once the driver
+    /// refused one (its slots then prove nothing more; culprits are suspects). Not read from the
+    /// views: a stream's only op may have faulted before its marker could be enqueued.
+    pub(crate) markers_work: bool,
 }
 
 /// Judges a sticky error reported in `context` (`None`: unknown, consider every context), from
@@ -70,8 +120,12 @@ pub(crate) fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
         views,
         context,
         &mut Clues {
-            kernels: &mut |_| Vec::new(),
+            kernels: &mut |o| match o.launch.kind {
+                OpKind::Memcpy | OpKind::Memset => KernelList::none(),
+                _ => KernelList::default(),
+            },
             assert_kernel: None,
+            markers_work: true,
         },
     )
 }
@@ -82,44 +136,117 @@ pub(crate) fn is_communication(kernel: &str) -> bool {
     k.contains("nccl") || k.contains("rccl")
 }
 
-/// Sort key of a candidate, smallest first: class (0 kernel, 1 communication kernel, 2 copy or
-/// memset), whether the same kernel completed before, launch time (most recent first).
-type RankKey = (u8, bool, std::cmp::Reverse<u64>);
+/// One stream's window (see the module doc).
+struct Window {
+    stream: usize,
+    /// Known window ops, in stream order: indices into the stream's `ops`.
+    ops: Vec<usize>,
+    /// Unknown spans, `(first seq, count)`, in stream order, with the index of the known op they
+    /// come before (`ops.len()` at the time).
+    unknown: Vec<(u64, u64, usize)>,
+}
 
-/// Ranks the candidates `(stream, seq)` (see the module doc), returning them most likely first
-/// with their evidence.
-pub(crate) fn rank(
+impl Window {
+    fn size(&self) -> u64 {
+        self.ops.len() as u64 + self.unknown.iter().map(|u| u.1).sum::<u64>()
+    }
+    fn unknown_ops(&self) -> u64 {
+        self.unknown.iter().map(|u| u.1).sum()
+    }
+}
+
+/// The windows of the streams of `in_scope` with unfinished work.
+fn windows(views: &[StreamView], in_scope: &[usize]) -> Vec<Window> {
+    in_scope
+        .iter()
+        .filter_map(|&i| {
+            let v = &views[i];
+            let done = v.completed();
+            if done >= v.issued {
+                return None;
+            }
+            let mut w = Window {
+                stream: i,
+                ops: Vec::new(),
+                unknown: Vec::new(),
+            };
+            let mut next = done + 1;
+            let mut closed = false;
+            for (j, o) in v.ops.iter().enumerate() {
+                if o.seq < next {
+                    continue;
+                }
+                if o.seq > next {
+                    w.unknown.push((next, o.seq - next, w.ops.len()));
+                }
+                next = o.seq + 1;
+                // A synchronous copy completed before it was recorded: never a candidate.
+                if o.synchronous {
+                    continue;
+                }
+                w.ops.push(j);
+                // Without a marker slot a mark proves nothing: every op after `done` counts.
+                if o.marked && v.marker.is_some() {
+                    closed = true;
+                    break;
+                }
+            }
+            if !closed && next <= v.issued {
+                w.unknown.push((next, v.issued + 1 - next, w.ops.len()));
+            }
+            (w.size() > 0).then_some(w)
+        })
+        .collect()
+}
+
+/// Sort key of a window op, smallest first: not named by the assert, class (0 kernel, 1
+/// communication kernel, 2 copy or memset), whether the same kernel completed before, the start
+/// of its stream's window (latest first), its seq (stream order).
+type RankKey = (bool, u8, bool, std::cmp::Reverse<u64>, u64);
+
+/// Completed executions of `o`'s kernel handle, on any stream in view.
+fn completed_runs(views: &[StreamView], o: &OpRecord) -> usize {
+    if o.launch.kind != OpKind::Kernel {
+        return 0;
+    }
+    views
+        .iter()
+        .map(|v| {
+            let done = v.completed();
+            v.ops
+                .iter()
+                .filter(|p| {
+                    p.seq <= done
+                        && !p.synchronous
+                        && p.launch.kind == OpKind::Kernel
+                        && p.launch.handle == o.launch.handle
+                })
+                .count()
+        })
+        .sum()
+}
+
+/// Ranks the window ops (see the module doc), returning them most likely first with their
+/// evidence; `named[k]` says whether `ops[k]` runs the kernel the assert names, `started[k]` when
+/// its stream's window began (launch time of its first known op, ns).
+fn rank(
     views: &[StreamView],
-    firsts: &[(usize, u64)],
-    clues: &mut Clues,
+    ops: &[OpAt],
+    named: &[bool],
+    started: &[u64],
+    lists: &[KernelList],
 ) -> Vec<Ranked> {
-    let find = |i: usize, seq: u64| {
-        views[i]
-            .ops
-            .iter()
-            .position(|o| o.seq == seq)
-            .map(|j| (i, j))
-    };
     let now = views
         .iter()
         .flat_map(|v| v.ops.iter().map(|o| o.time_ns))
         .max()
         .unwrap_or(0);
-    let mut keyed: Vec<(RankKey, Ranked)> = firsts
+    let mut keyed: Vec<(RankKey, Ranked)> = ops
         .iter()
-        .map(|&(i, seq)| {
-            let at = find(i, seq);
-            let Some(at) = at else {
-                let r = Ranked {
-                    stream: i,
-                    seq,
-                    at,
-                    evidence: "no longer in the ring (launch time and kernel unknown)".into(),
-                };
-                return ((0, false, std::cmp::Reverse(0)), r);
-            };
+        .enumerate()
+        .map(|(k, &at)| {
             let o = &views[at.0].ops[at.1];
-            let names = (clues.kernels)(o);
+            let names = &lists[k].names;
             let (class, what) = match o.launch.kind {
                 OpKind::Memcpy | OpKind::Memset => (
                     2u8,
@@ -132,26 +259,7 @@ pub(crate) fn rank(
                 OpKind::Graph => (0, "a graph launch".into()),
                 _ => (0, "a kernel".into()),
             };
-            // Completed executions of the same kernel handle, on any stream in view.
-            let ran = if o.launch.kind == OpKind::Kernel {
-                views
-                    .iter()
-                    .map(|v| {
-                        let done = v.completed();
-                        v.ops
-                            .iter()
-                            .filter(|p| {
-                                p.seq <= done
-                                    && !p.synchronous
-                                    && p.launch.kind == OpKind::Kernel
-                                    && p.launch.handle == o.launch.handle
-                            })
-                            .count()
-                    })
-                    .sum::<usize>()
-            } else {
-                0
-            };
+            let ran = completed_runs(views, o);
             let history = if o.launch.kind != OpKind::Kernel {
                 String::new()
             } else if ran == 0 {
@@ -159,17 +267,29 @@ pub(crate) fn rank(
             } else {
                 format!(", the same kernel completed {ran} times before (ranked after kernels that never did)")
             };
+            let assert = if named[k] {
+                ", runs the kernel the device-side assert names (ranked first)"
+            } else {
+                ""
+            };
             let age = now.saturating_sub(o.time_ns);
             let evidence = format!(
-                "{what}{history}, launched {:.3} ms before the last recorded launch",
+                "{what}{assert}{history}, launched {:.3} ms before the last recorded launch",
                 age as f64 / 1e6
             );
             (
-                (class, ran > 0, std::cmp::Reverse(o.time_ns)),
+                (
+                    !named[k],
+                    class,
+                    ran > 0,
+                    std::cmp::Reverse(started[k]),
+                    o.seq,
+                ),
                 Ranked {
-                    stream: i,
-                    seq,
+                    stream: at.0,
+                    seq: o.seq,
                     at: Some(at),
+                    unknown: 0,
                     evidence,
                 },
             )
@@ -179,6 +299,26 @@ pub(crate) fn rank(
     keyed.into_iter().map(|(_, r)| r).collect()
 }
 
+/// An unknown span as a window entry.
+fn unknown_entry(stream: usize, first: u64, count: u64) -> Ranked {
+    let last = first + count - 1;
+    let which = if count == 1 {
+        format!("op #{first}")
+    } else {
+        format!("ops #{first}..#{last} ({count})")
+    };
+    Ranked {
+        stream,
+        seq: first,
+        at: None,
+        unknown: count,
+        evidence: format!(
+            "{which} no longer held (they fell out of the ring and the held list, or the ring was busy): \
+             kernel and launch site unknown"
+        ),
+    }
+}
+
 /// Judges like [`judge`], with kernel names and a device-side assert's kernel as extra evidence.
 pub(crate) fn judge_with(
     views: &[StreamView],
@@ -186,61 +326,64 @@ pub(crate) fn judge_with(
     clues: &mut Clues,
 ) -> Verdict {
     let in_scope = scope(views, context);
-    // Per stream with unfinished work: (stream index, first unfinished seq). Synchronous copies
-    // completed before they were recorded and are skipped; an unfinished op that fell out of the
-    // ring still counts (its seq is completed + 1).
-    let pending: Vec<(usize, u64)> = in_scope
-        .iter()
-        .filter_map(|&i| {
-            let v = &views[i];
-            let done = v.completed();
-            let oldest = v.ops.first().map_or(v.issued + 1, |o| o.seq);
-            if done + 1 < oldest && done < v.issued {
-                return Some((i, done + 1));
-            }
-            v.ops
-                .iter()
-                .find(|o| o.seq > done && !o.synchronous)
-                .map(|o| (i, o.seq))
-        })
-        .collect();
-    let find = |i: usize, seq: u64| {
-        views[i]
-            .ops
-            .iter()
-            .position(|o| o.seq == seq)
-            .map(|j| (i, j))
-    };
-    // Markers prove a stream's candidate when the stream has a marker slot and the candidate's
-    // own marker was enqueued (or nothing was issued after it: then it is the only possibility).
-    // A candidate that fell out of the ring is taken as marked, as nearly every op is.
-    let proven = |i: usize, seq: u64| {
-        views[i].marker.is_some()
-            && (seq == views[i].issued || find(i, seq).is_none_or(|(_, j)| views[i].ops[j].marked))
-    };
-    let all_marked = pending.iter().all(|&(i, seq)| proven(i, seq));
-    let unfinished: Vec<OpAt> = pending
-        .iter()
-        .flat_map(|&(i, first)| {
-            views[i]
-                .ops
-                .iter()
-                .enumerate()
-                .filter(move |(_, o)| o.seq >= first && !o.synchronous)
-                .map(move |(j, _)| (i, j))
-        })
-        .collect();
+    let mut windows = windows(views, &in_scope);
+    // Streams in the order their windows began (first known op's launch time).
+    windows.sort_by_key(|w| w.ops.first().map_or(0, |&j| views[w.stream].ops[j].time_ns));
     let op = |at: OpAt| -> &OpRecord { &views[at.0].ops[at.1] };
-    let assert_kernel = clues.assert_kernel;
-    let runs_assert_kernel = |clues: &mut Clues, at: OpAt| -> bool {
-        assert_kernel.is_some_and(|k| {
-            (clues.kernels)(op(at))
+    // Every known window op, in stream order, with when its stream's window began.
+    let known: Vec<OpAt> = windows
+        .iter()
+        .flat_map(|w| w.ops.iter().map(move |&j| (w.stream, j)))
+        .collect();
+    let started: Vec<u64> = known
+        .iter()
+        .map(|&(i, _)| {
+            windows
                 .iter()
-                .any(|n| cudablame_report::model::DeviceAssert::names_kernel(n, k))
+                .find(|w| w.stream == i)
+                .and_then(|w| w.ops.first())
+                .map_or(0, |&j| views[i].ops[j].time_ns)
         })
-    };
+        .collect();
+    let lists: Vec<KernelList> = known.iter().map(|&at| (clues.kernels)(op(at))).collect();
+    let assert_kernel = clues.assert_kernel;
+    let named: Vec<bool> = lists
+        .iter()
+        .map(|l| {
+            assert_kernel.is_some_and(|k| {
+                l.names
+                    .iter()
+                    .any(|n| cudablame_report::model::DeviceAssert::printed_name_matches(k, n))
+            })
+        })
+        .collect();
+    let total: u64 = windows.iter().map(Window::size).sum();
+    let unknown: u64 = windows.iter().map(Window::unknown_ops).sum();
+    // The window in stream order, unknown spans where they sit.
+    let in_order: Vec<Ranked> = windows
+        .iter()
+        .flat_map(|w| {
+            let mut out = Vec::new();
+            for (k, &j) in w.ops.iter().enumerate() {
+                for &(first, n, _) in w.unknown.iter().filter(|u| u.2 == k) {
+                    out.push(unknown_entry(w.stream, first, n));
+                }
+                out.push(Ranked {
+                    stream: w.stream,
+                    seq: views[w.stream].ops[j].seq,
+                    at: Some((w.stream, j)),
+                    unknown: 0,
+                    evidence: String::new(),
+                });
+            }
+            for &(first, n, _) in w.unknown.iter().filter(|u| u.2 == w.ops.len()) {
+                out.push(unknown_entry(w.stream, first, n));
+            }
+            out
+        })
+        .collect();
 
-    if pending.is_empty() {
+    if windows.is_empty() {
         return Verdict {
             confidence: Confidence::Suspect,
             culprit: None,
@@ -249,143 +392,184 @@ pub(crate) fn judge_with(
                 .into(),
             suspects: Vec::new(),
             candidates: Vec::new(),
+            window: Vec::new(),
+            one_of: 0,
             not_exact: Some("no recorded op was unfinished".into()),
             assert_matched: false,
         };
     }
+    // Markers prove windows only while they work (`Clues::markers_work`) and on streams with a
+    // marker slot.
+    let all_marked = clues.markers_work && windows.iter().all(|w| views[w.stream].marker.is_some());
+    let kernel = assert_kernel.unwrap_or("");
+    let n_named = named.iter().filter(|&&b| b).count();
+    // Window ops that may run the assert's kernel without being known to: incomplete lists.
+    let maybe = known
+        .iter()
+        .zip(&lists)
+        .zip(&named)
+        .filter(|((_, l), &n)| !n && !l.complete)
+        .count() as u64
+        + unknown;
 
     let mut candidates = Vec::new();
+    let mut window = Vec::new();
     let mut not_exact = None;
     let mut assert_matched = false;
+    let mut one_of = 0;
     let (confidence, culprit, reason) = if all_marked {
-        // The candidates the device assert names, if it names one.
-        let named: Vec<(usize, u64)> = pending
-            .iter()
-            .copied()
-            .filter(|&(i, seq)| find(i, seq).is_some_and(|at| runs_assert_kernel(clues, at)))
-            .collect();
-        let ranked = rank(views, &pending, clues);
-        let kernel = assert_kernel.unwrap_or("");
-        if pending.len() > 1 && named.len() == 1 {
-            let (i, seq) = named[0];
-            assert_matched = true;
-            let reason = format!(
-                "the driver printed a device-side assert in kernel {kernel}, and of the {} candidates \
-                 (the first unfinished op of each stream with unfinished work, proven by the progress \
-                 markers) only op #{seq} on stream {} runs a kernel of that name",
-                pending.len(),
-                views[i].id.describe()
-            );
-            // The others stay listed, in rank order.
-            candidates = ranked;
-            candidates.sort_by_key(|r| (r.stream, r.seq) != (i, seq));
-            (Confidence::Exact, find(i, seq), reason)
-        } else {
-            let (i, seq) = (ranked[0].stream, ranked[0].seq);
-            let v = &views[i];
-            let marker = v.completed();
-            let culprit = find(i, seq);
-            let missing = if culprit.is_none() {
-                format!(" (op #{seq} is no longer in the ring: raise CUDABLAME_RING)")
+        one_of = total;
+        let ranked = rank(views, &known, &named, &started, &lists);
+        let streams = windows.len();
+        if total == 1 && unknown == 0 {
+            // One op can have faulted: it did.
+            let at = known[0];
+            let v = &views[at.0];
+            let seq = op(at).seq;
+            assert_matched = named[0];
+            let also = if assert_matched {
+                format!("; the device-side assert the driver printed names its kernel, {kernel}")
             } else {
                 String::new()
             };
-            if pending.len() == 1 {
-                assert_matched = named.len() == 1;
-                let also = if assert_matched {
-                    format!(
-                        "; the device-side assert the driver printed names its kernel, {kernel}"
-                    )
-                } else {
-                    String::new()
-                };
-                let reason = format!(
-                    "progress marker of stream {} proves ops up to #{marker} completed, so op #{seq} started and \
-                     never completed; no other stream of the context had unfinished work{also}{missing}",
-                    v.id.describe()
-                );
-                (Confidence::Exact, culprit, reason)
+            let why = if op(at).marked {
+                "its own marker was enqueued behind it and never written".to_string()
             } else {
-                let others: Vec<String> = ranked[1..]
-                    .iter()
-                    .map(|r| format!("#{} on stream {}", r.seq, views[r.stream].id.describe()))
-                    .collect();
-                let reason = format!(
-                    "{} streams had unfinished work when the error surfaced; progress markers name one \
-                     candidate per stream and op #{seq} on stream {} ranks first: {} (others: {}){missing}",
-                    pending.len(),
-                    v.id.describe(),
-                    ranked[0].evidence,
-                    others.join(", ")
-                );
-                let assert_note = match (assert_kernel, named.len()) {
-                    (Some(k), 0) => format!(
-                        "; the device-side assert names kernel {k}, which no candidate runs"
-                    ),
-                    (Some(k), n) => format!(
-                        "; the device-side assert names kernel {k}, which {n} candidates run"
-                    ),
-                    (None, _) => String::new(),
-                };
-                not_exact = Some(format!(
-                    "{} streams had unfinished work and a fault stops all of them: the markers prove which op \
-                     each stream was at, not which one faulted{assert_note}",
-                    pending.len()
-                ));
-                candidates = ranked;
-                (Confidence::Likely, culprit, reason)
-            }
+                "nothing was enqueued after it".to_string()
+            };
+            let reason = format!(
+                "progress marker of stream {} proves ops up to #{} completed, so op #{seq} started and \
+                 never completed ({why}); no other stream of the context had unfinished work{also}",
+                v.id.describe(),
+                v.completed()
+            );
+            (Confidence::Exact, Some(at), reason)
+        } else if assert_kernel.is_some() && n_named == 1 && maybe == 0 {
+            let k = named.iter().position(|&b| b).unwrap_or(0);
+            let at = known[k];
+            assert_matched = true;
+            let reason = format!(
+                "the driver printed a device-side assert in {kernel}, and of the {total} ops that can have \
+                 faulted (the ops after the last proven one on each of {streams} stream(s), up to the first \
+                 with a progress marker behind it) only op #{} on stream {} runs a kernel of that name, and \
+                 every one of them has a known kernel list",
+                op(at).seq,
+                views[at.0].id.describe()
+            );
+            candidates = ranked;
+            window = in_order;
+            (Confidence::Exact, Some(at), reason)
+        } else {
+            let culprit = ranked.first().and_then(|r| r.at);
+            let first = ranked
+                .first()
+                .map(|r| {
+                    format!(
+                        "; op #{} on stream {} ranks first: {}",
+                        r.seq,
+                        views[r.stream].id.describe(),
+                        r.evidence
+                    )
+                })
+                .unwrap_or_default();
+            let unknown_note = if unknown > 0 {
+                format!(
+                    "; {unknown} of them are no longer held (raise CUDABLAME_RING), so no op is known to be it"
+                )
+            } else {
+                String::new()
+            };
+            let reason = format!(
+                "one of these {total} ops, in stream order: the progress markers prove which ops completed on \
+                 each of {streams} stream(s) with unfinished work, and no marker stands between these \
+                 ones{first}{unknown_note}"
+            );
+            let assert_note = match (assert_kernel, n_named) {
+                (None, _) => String::new(),
+                (Some(k), _) if maybe > 0 => format!(
+                    "; the device-side assert names {k}, which {n_named} known op(s) run and {maybe} op(s) of \
+                     unknown or cut kernel lists may run"
+                ),
+                (Some(k), 0) => {
+                    format!("; the device-side assert names {k}, which no window op runs")
+                }
+                (Some(k), n) => {
+                    format!("; the device-side assert names {k}, which {n} window ops run")
+                }
+            };
+            let markers = if streams > 1 {
+                format!("{streams} streams had unfinished work and a fault stops all of them: ")
+            } else {
+                String::new()
+            };
+            not_exact = Some(format!(
+                "{markers}{total} ops can have faulted and no progress marker stands between them{assert_note}"
+            ));
+            candidates = ranked;
+            window = in_order;
+            (Confidence::Likely, culprit, reason)
         }
     } else {
         // No markers: the one unfinished kernel the assert names, else the most recent kernel.
-        let named: Vec<OpAt> = unfinished
-            .iter()
-            .copied()
-            .filter(|&at| runs_assert_kernel(clues, at))
-            .collect();
         not_exact = Some(
             "no progress markers: any op issued since the last successful synchronization may have faulted"
                 .into(),
         );
-        if named.len() == 1 {
+        let named_ops: Vec<OpAt> = known
+            .iter()
+            .zip(&named)
+            .filter(|(_, &n)| n)
+            .map(|(&at, _)| at)
+            .collect();
+        if named_ops.len() == 1 {
             assert_matched = true;
             let reason = format!(
                 "no progress markers (CUDABLAME_MARKERS=off, or the driver refused them); the device-side \
-                 assert the driver printed names kernel {}, and only this one of the {} unfinished ops runs it",
-                assert_kernel.unwrap_or(""),
-                unfinished.len()
+                 assert the driver printed names {kernel}, and only this one of the {} unfinished ops runs it",
+                total
             );
-            (Confidence::Likely, Some(named[0]), reason)
+            (Confidence::Likely, Some(named_ops[0]), reason)
         } else {
-            let latest = unfinished
+            let latest = known
                 .iter()
                 .copied()
                 .filter(|&at| op(at).launch.kind == OpKind::Kernel)
                 .max_by_key(|&at| op(at).time_ns)
-                .or_else(|| unfinished.iter().copied().max_by_key(|&at| op(at).time_ns));
+                .or_else(|| known.iter().copied().max_by_key(|&at| op(at).time_ns));
             let reason = format!(
-                "no progress markers (CUDABLAME_MARKERS=off, or the driver refused them): {} ops had been \
-                 issued since the last successful synchronization; this is the most recent kernel among them",
-                unfinished.len()
+                "no progress markers (CUDABLAME_MARKERS=off, or the driver refused them): {total} ops had been \
+                 issued since the last successful synchronization; this is the most recent kernel among them"
             );
             (Confidence::Suspect, latest, reason)
         }
     };
 
+    // Every unfinished known op after the window too (what had not completed), for `suspects`.
+    let unfinished: Vec<OpAt> = windows
+        .iter()
+        .flat_map(|w| {
+            let v = &views[w.stream];
+            let done = v.completed();
+            v.ops
+                .iter()
+                .enumerate()
+                .filter(move |(_, o)| o.seq > done && !o.synchronous)
+                .map(move |(j, _)| (w.stream, j))
+        })
+        .collect();
     let mut suspects: Vec<OpAt> = unfinished
         .into_iter()
         .filter(|&at| Some(at) != culprit)
         .collect();
-    // First-unfinished ops of other streams first (in candidate rank), then the rest by launch
-    // time.
+    // Window ops first (in candidate rank), then the rest by launch time.
     suspects.sort_by_key(|&at| {
         let rank = candidates
             .iter()
             .position(|r| r.at == Some(at))
             .or_else(|| {
-                pending
+                known
                     .iter()
-                    .position(|&(i, s)| i == at.0 && op(at).seq == s)
+                    .position(|&k| k == at)
                     .map(|p| p + candidates.len())
             })
             .unwrap_or(usize::MAX);
@@ -398,9 +582,80 @@ pub(crate) fn judge_with(
         reason,
         suspects,
         candidates,
+        window,
+        one_of,
         not_exact,
         assert_matched,
     }
+}
+
+/// When the first unfinished op of `context`'s streams was launched (wall-clock ns): a
+/// device-side assert printed before it belongs to another error. `None` when nothing recorded
+/// was unfinished, or when a stream's first unfinished op is no longer held (its launch time is
+/// unknown).
+pub(crate) fn unfinished_since(views: &[StreamView], context: Option<usize>) -> Option<u64> {
+    let mut first = None::<u64>;
+    for i in scope(views, context) {
+        let v = &views[i];
+        let done = v.completed();
+        if done >= v.issued {
+            continue;
+        }
+        let next = v.ops.iter().find(|o| o.seq > done)?;
+        if next.seq != done + 1 {
+            return None;
+        }
+        if let Some(o) = v.ops.iter().find(|o| o.seq > done && !o.synchronous) {
+            first = Some(first.map_or(o.time_ns, |f| f.min(o.time_ns)));
+        }
+    }
+    first
+}
+
+/// What an error code itself says about its cause, when it does not imply that the op running
+/// when it surfaced faulted (CUDA driver API, `CUresult`): `None` for codes that do (700, 710,
+/// 716, ...).
+pub(crate) fn code_caveat(code: u32) -> Option<&'static str> {
+    match code {
+        702 => Some(
+            "CUDA_ERROR_LAUNCH_TIMEOUT (702) means the driver's watchdog stopped a kernel that ran longer \
+             than the display timeout allows: the code does not imply that the running op faulted (the GPU's \
+             time may have gone to other work, another process or the display)",
+        ),
+        999 => Some(
+            "CUDA_ERROR_UNKNOWN (999) says nothing about its cause (the driver also returns it for failures \
+             outside the program: a GPU that fell off the bus, an Xid error, a reset): the code does not imply \
+             that the running op faulted",
+        ),
+        _ => None,
+    }
+}
+
+/// Keeps a verdict below `exact` when the error's code (`code_caveat`) or the process's setting
+/// does not imply that the running op faulted: `mps` is set when this process is an MPS client,
+/// where a fatal exception of any client sharing the GPU is reported to all of them without
+/// saying which (NVIDIA MPS documentation, "Error Containment"). The reason and `not_exact` say so.
+pub(crate) fn cap_for_code(verdict: &mut Verdict, code: u32, mps: bool) {
+    let mut why: Vec<&str> = code_caveat(code).into_iter().collect();
+    if mps {
+        why.push(
+            "this process is an MPS client, and MPS reports a fatal GPU exception of any client sharing the \
+             GPU to all of them without saying which: the code does not imply that this process's running \
+             op faulted",
+        );
+    }
+    if why.is_empty() {
+        return;
+    }
+    if verdict.confidence == Confidence::Exact {
+        verdict.confidence = Confidence::Likely;
+    }
+    let why = why.join("; ");
+    verdict.reason = format!("{}; not exact: {why}", verdict.reason);
+    verdict.not_exact = Some(match verdict.not_exact.take() {
+        Some(n) => format!("{why}; {n}"),
+        None => why,
+    });
 }
 
 /// The views a verdict on `context` looks at: that context's streams (a sticky error is per
@@ -455,7 +710,9 @@ pub(crate) fn cap_for_unseen_work(
     if verdict.confidence == Confidence::Exact {
         verdict.confidence = Confidence::Likely;
     }
-    verdict.reason = format!("{}; not exact: {}", verdict.reason, why.join("; "));
+    let why = why.join("; ");
+    verdict.reason = format!("{}; not exact: {why}", verdict.reason);
+    verdict.not_exact.get_or_insert(why);
 }
 
 #[cfg(test)]
@@ -613,17 +870,131 @@ mod tests {
     }
 
     #[test]
-    fn culprit_out_of_the_ring_is_said() {
+    fn ops_no_longer_held_are_never_skipped() {
+        // The ring kept #201..#300 and the marker proves #10: #11..#200 are unknown, and may be
+        // the culprit whatever the ring holds.
         let mut views = vec![stream(0x10, 1, 300, Some(10), 0, 0)];
-        views[0].ops.drain(..200); // ring kept #201..#300
+        views[0].ops.drain(..200);
         let v = judge(&views, Some(1));
-        assert_eq!(v.confidence, Confidence::Exact);
-        assert_eq!(v.culprit, None);
+        assert_eq!(v.confidence, Confidence::Likely);
+        assert_eq!(v.one_of, 191);
+        assert_eq!((v.window[0].seq, v.window[0].unknown), (11, 190));
+        assert_eq!(v.window[1].seq, 201);
         assert!(
-            v.reason.contains("#11 is no longer in the ring"),
+            v.reason.contains("190 of them are no longer held"),
             "{}",
             v.reason
         );
+    }
+
+    #[test]
+    fn a_gap_left_by_the_held_list_is_never_exact() {
+        // Issue 19.5: one slow op, 9,999 queued behind it; the held list kept #2..#4097, the
+        // ring #9745..#10000; #6001 faulted (marker 6000). Old verdict: `fill (op #9745, exact)`.
+        let mut views = vec![stream(0x10, 1, 10_000, Some(6000), 0, 0)];
+        views[0]
+            .ops
+            .retain(|o| (2..=4097).contains(&o.seq) || o.seq >= 9745);
+        let v = judge(&views, Some(1));
+        assert_eq!(v.confidence, Confidence::Likely);
+        assert_eq!(v.one_of, 3745);
+        assert_eq!((v.window[0].seq, v.window[0].unknown), (6001, 3744));
+        assert!(v.window[0].evidence.contains("ops #6001..#9744 (3744)"));
+        assert!(!v.reason.contains("so op #9745 started"), "{}", v.reason);
+        // An assert naming the one known op cannot make it exact either: unknown ops may run it.
+        let v = judge_named(&views, &[(9745, "fill(int*)")], Some("fill"));
+        assert_eq!(v.confidence, Confidence::Likely);
+    }
+
+    #[test]
+    fn sparse_markers_give_a_window_in_stream_order() {
+        // Markers behind #1, #5 and #10 only; the marker proves #1: #2..#5 can have faulted.
+        let mut views = vec![stream(0x10, 1, 10, Some(1), 0, 0)];
+        for o in &mut views[0].ops {
+            o.marked = [1, 5, 10].contains(&o.seq);
+        }
+        let v = judge(&views, Some(1));
+        assert_eq!(v.confidence, Confidence::Likely);
+        assert_eq!(v.one_of, 4);
+        let seqs: Vec<u64> = v.window.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, vec![2, 3, 4, 5]);
+        // No evidence ranks one above another: stream order, the first one first.
+        assert_eq!(v.culprit, Some((0, 1)));
+        assert!(
+            v.reason.starts_with("one of these 4 ops, in stream order"),
+            "{}",
+            v.reason
+        );
+        assert!(v.not_exact.is_some());
+        // A window of one, ended by its own marker: exact.
+        views[0].marker = Some(5);
+        views[0].ops[5].marked = true; // #6
+        let v = judge(&views, Some(1));
+        assert_eq!((v.confidence, v.culprit), (Confidence::Exact, Some((0, 5))));
+        assert!(v.window.is_empty());
+        // The last issued op, unmarked, is a window of one too.
+        views[0].marker = Some(9);
+        let v = judge(&views, Some(1));
+        assert_eq!((v.confidence, v.culprit), (Confidence::Exact, Some((0, 9))));
+        assert!(
+            v.reason.contains("nothing was enqueued after it")
+                || v.reason.contains("marker was enqueued")
+        );
+    }
+
+    #[test]
+    fn an_assert_picks_one_of_a_window_only_when_every_kernel_list_is_known() {
+        // One stream, window #2..#4: fill, check_kernel, fill. The assert names check_kernel.
+        let mut views = vec![stream(0x10, 1, 4, Some(1), 0, 0)];
+        for o in &mut views[0].ops {
+            o.marked = o.seq == 1 || o.seq == 4;
+            o.launch.handle = if o.seq == 3 { 100 } else { 200 };
+        }
+        let names = [(100, "check_kernel(int*, int)"), (200, "fill(int*)")];
+        let v = judge_named(&views, &names, Some("check_kernel"));
+        assert_eq!((v.confidence, v.culprit), (Confidence::Exact, Some((0, 2))));
+        assert!(v.assert_matched);
+        // A graph launch whose kernel list is unknown (or cut) may run check_kernel too.
+        views[0].ops[1].launch.kind = OpKind::Graph;
+        views[0].ops[1].launch.handle = 999; // no names: not complete
+        let v = judge_named(&views, &names, Some("check_kernel"));
+        assert_eq!(v.confidence, Confidence::Likely);
+        assert!(
+            v.not_exact
+                .as_deref()
+                .unwrap()
+                .contains("unknown or cut kernel lists"),
+            "{:?}",
+            v.not_exact
+        );
+        // Ranked first all the same, with the evidence said.
+        assert_eq!(v.culprit, Some((0, 2)));
+        assert!(v.candidates[0]
+            .evidence
+            .contains("device-side assert names"));
+    }
+
+    #[test]
+    fn codes_the_program_did_not_cause_are_never_exact() {
+        let views = vec![stream(0x10, 1, 40, Some(19), 0, 0)];
+        for code in [702, 999] {
+            let mut v = judge(&views, Some(1));
+            cap_for_code(&mut v, code, false);
+            assert_eq!(v.confidence, Confidence::Likely, "{code}");
+            assert_eq!(views[0].ops[v.culprit.unwrap().1].seq, 20);
+            assert!(v
+                .not_exact
+                .as_deref()
+                .unwrap()
+                .contains("does not imply that the running op faulted"));
+        }
+        let mut v = judge(&views, Some(1));
+        cap_for_code(&mut v, 700, true);
+        assert_eq!(v.confidence, Confidence::Likely);
+        assert!(v.reason.contains("MPS client"), "{}", v.reason);
+        let mut v = judge(&views, Some(1));
+        cap_for_code(&mut v, 700, false);
+        assert_eq!(v.confidence, Confidence::Exact);
     }
 
     #[test]
@@ -645,7 +1016,8 @@ mod tests {
         // #3's marker write failed: a marker reading 2 means #3 or #4 faulted.
         let mut views = vec![stream(0x10, 1, 4, Some(2), 0, 0)];
         views[0].ops[2].marked = false;
-        assert_eq!(judge(&views, Some(1)).confidence, Confidence::Suspect);
+        let v = judge(&views, Some(1));
+        assert_eq!((v.confidence, v.one_of), (Confidence::Likely, 2));
         // The context died between the launch of #4 and its marker: #4 is still proven.
         let mut views = vec![stream(0x10, 1, 4, Some(3), 0, 0)];
         views[0].ops[3].marked = false;
@@ -674,12 +1046,19 @@ mod tests {
         names: &[(usize, &str)],
         assert_kernel: Option<&str>,
     ) -> Verdict {
-        let mut kernels = |o: &OpRecord| -> Vec<String> {
-            names
+        let mut kernels = |o: &OpRecord| -> KernelList {
+            if matches!(o.launch.kind, OpKind::Memcpy | OpKind::Memset) {
+                return KernelList::none();
+            }
+            let names: Vec<String> = names
                 .iter()
                 .filter(|(h, _)| *h == o.launch.handle)
                 .map(|(_, n)| n.to_string())
-                .collect()
+                .collect();
+            KernelList {
+                complete: !names.is_empty(),
+                names,
+            }
         };
         judge_with(
             views,
@@ -687,6 +1066,7 @@ mod tests {
             &mut Clues {
                 kernels: &mut kernels,
                 assert_kernel,
+                markers_work: true,
             },
         )
     }
@@ -752,10 +1132,10 @@ mod tests {
         let names = [(100, "check_kernel(int*)")];
         let v = judge_named(&views, &names, Some("check_kernel"));
         assert_eq!(v.confidence, Confidence::Likely);
-        assert!(v.not_exact.unwrap().contains("which 2 candidates run"));
+        assert!(v.not_exact.unwrap().contains("which 2 window ops run"));
         let v = judge_named(&views, &names, Some("other_kernel"));
         assert_eq!(v.confidence, Confidence::Likely);
-        assert!(v.not_exact.unwrap().contains("which no candidate runs"));
+        assert!(v.not_exact.unwrap().contains("which no window op runs"));
         // A bare-name match only: `check_kernel` is not `check_kernel2`.
         let names = [(100, "check_kernel2(int*)")];
         let v = judge_named(&views, &names, Some("check_kernel"));

@@ -1,4 +1,8 @@
-# EXPECT kernel=scatter_rows error=CUDA_ERROR_ILLEGAL_ADDRESS confidence=exact reporter=cuCtxSynchronize pysite=copy_rows
+# EXPECT kernel=scatter_rows error=CUDA_ERROR_ILLEGAL_ADDRESS confidence=exact|oneof reporter=cuCtxSynchronize pysite=copy_rows
+# EXPECT-EVERY confidence=exact
+# Default (budgeted) markers: exact when the culprit launch got a marker or
+# was the last op before the reporting call, else "one of these N ops" with
+# the culprit among them: timing decides.
 # REQUIRES: cupy
 #
 # cupy_rawkernel.py: a CuPy RawKernel (CUDA C++ compiled at run time with

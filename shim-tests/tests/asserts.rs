@@ -140,3 +140,51 @@ fn a_communication_kernel_ranks_after_the_other_candidate() {
         "{c:?}"
     );
 }
+
+#[test]
+fn an_assert_of_another_device_never_names_this_errors_culprit() {
+    // Issue 19.4, first case: device 1 asserts in check_kernel; device 0 faults with 700 in
+    // bad_kernel beside a healthy check_kernel of another module. Before the fix: `culprit:
+    // check_kernel (exact)` with device 1's assert line.
+    let r = run(&asserts(), &["two_devices"], true, &[]);
+    assert_eq!(r.printed("sync_rc"), "700", "{}", r.stdout);
+    assert!(
+        r.stdout.contains(LINE),
+        "device 1 printed its line: {}",
+        r.stdout
+    );
+    let rep = r.report();
+    assert_eq!(rep["error"]["code"], 700);
+    let c = &rep["culprit"];
+    assert_eq!(c["confidence"], "likely", "{}", c["reason"]);
+    assert!(c.get("device_assert").is_none(), "{c:#}");
+    // Without the assert, the ranking's own evidence: bad_kernel was launched last.
+    assert_eq!(c["op"]["kernel"], "bad_kernel", "{c:#}");
+    assert_eq!(c["one_of"], 2);
+    let kernels: Vec<&str> = c["window"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["kernel"].as_str().unwrap())
+        .collect();
+    assert_eq!(kernels, ["check_kernel", "bad_kernel"]);
+}
+
+#[test]
+fn a_graph_with_a_cut_kernel_list_may_run_the_asserting_kernel() {
+    // Issue 19.4, second case: a graph of 1,030 kernels ending in an asserting check_kernel,
+    // beside a healthy check_kernel of another module. cudablame keeps 1,024 ops per graph, so
+    // the graph "may run" check_kernel. Before the fix: exact on the healthy one.
+    let r = run(&asserts(), &["graph_1030"], true, &[]);
+    assert_eq!(r.printed("sync_rc"), "710", "{}", r.stdout);
+    let c = &r.report()["culprit"];
+    assert_eq!(c["device_assert"]["kernel"], "check_kernel");
+    assert_eq!(c["confidence"], "likely", "{}", c["reason"]);
+    assert_eq!(c["device_assert"]["matches_culprit"], false);
+    let not_exact = c["not_exact"].as_str().unwrap();
+    assert!(
+        not_exact.contains("1 known op(s) run and 1 op(s) of unknown or cut kernel lists may run"),
+        "{not_exact}"
+    );
+    assert_eq!(c["one_of"], 2);
+}

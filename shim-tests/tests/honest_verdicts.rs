@@ -230,3 +230,90 @@ fn the_module_list_is_fresh_after_dlclose() {
         "{f:?}"
     );
 }
+
+fn verdicts() -> std::path::PathBuf {
+    compile("verdicts", true)
+}
+
+#[test]
+fn ops_dropped_from_the_held_list_leave_no_exact_verdict() {
+    // Issue 19.5: one slow op with 9,999 queued behind it, the 6,001st faulting. The held list
+    // keeps #1..#4,096, the ring #9,745..#10,000: #6,001..#9,744 are unknown. Before the fix:
+    // `fill (op #9745, exact)`, "proves ops up to #6000 completed, so op #9745 started".
+    let r = run(
+        &verdicts(),
+        &["held_gap"],
+        true,
+        &[("CUDABLAME_MARKERS", "every")],
+    );
+    assert_eq!(r.printed("sync_rc"), "700", "{}", r.stdout);
+    let c = &r.report()["culprit"];
+    assert_eq!(c["confidence"], "likely", "{}", c["reason"]);
+    assert_eq!(c["one_of"], 3745, "{c:#}");
+    assert_eq!(c["window"][0]["seq"], 6001);
+    assert_eq!(c["window"][0]["unknown_ops"], 3744);
+    assert_eq!(c["window"][1]["seq"], 9745);
+    assert_eq!(c["window"][1]["kernel"], "fill");
+    let reason = c["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("3744 of them are no longer held"),
+        "{reason}"
+    );
+    assert!(!reason.contains("so op #9745 started"), "{reason}");
+    // The text report's lead block says it in two lines.
+    assert!(
+        r.stderr
+            .contains("culprit:  one of these 3745 ops, in stream order (stream legacy"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("#6001..#9744: 3744 ops no longer held, kernels unknown"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn errors_the_running_op_need_not_have_caused_are_never_exact() {
+    // Issue 19.8: 702 (watchdog) and 999 (unknown) say nothing about the running op; neither
+    // does any fault seen by an MPS client. Before the fix: `bad (op #2, exact)`.
+    let mps = tempfile::tempdir().unwrap();
+    std::fs::write(mps.path().join("control"), b"").unwrap();
+    let mps_dir = mps.path().to_str().unwrap();
+    for (code, env, says) in [
+        ("702", None, "CUDA_ERROR_LAUNCH_TIMEOUT (702)"),
+        ("999", None, "CUDA_ERROR_UNKNOWN (999)"),
+        ("700", Some(mps_dir), "MPS client"),
+    ] {
+        let mut vars = vec![("CUDABLAME_MARKERS", "every")];
+        if let Some(d) = env {
+            vars.push(("CUDA_MPS_PIPE_DIRECTORY", d));
+        }
+        let r = run(&verdicts(), &["code", code], true, &vars);
+        assert_eq!(r.printed("sync_rc"), code, "{}", r.stdout);
+        let c = &r.report()["culprit"];
+        // The running op is still named, with the evidence said.
+        assert_eq!(c["op"]["kernel"], "bad", "{code}");
+        assert_eq!(c["op"]["seq"], 2, "{code}");
+        assert_eq!(c["confidence"], "likely", "{code}: {}", c["reason"]);
+        let not_exact = c["not_exact"].as_str().unwrap_or_default();
+        assert!(not_exact.contains(says), "{code}: {not_exact}");
+        assert!(
+            not_exact.contains("does not imply that"),
+            "{code}: {not_exact}"
+        );
+    }
+    // Without MPS, a 700 in the same program stays exact.
+    let r = run(
+        &verdicts(),
+        &["code", "700"],
+        true,
+        &[
+            ("CUDABLAME_MARKERS", "every"),
+            ("CUDA_MPS_PIPE_DIRECTORY", "/nonexistent"),
+        ],
+    );
+    assert_eq!(r.report()["culprit"]["confidence"], "exact");
+}

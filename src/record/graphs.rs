@@ -18,8 +18,9 @@ use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-/// Ops kept per capture, and graphs remembered (oldest forgotten first).
-const OPS_PER_GRAPH: usize = 1024;
+/// Ops kept per capture (a graph with more has its list cut: blame treats a list this long as
+/// possibly cut), and graphs remembered (oldest forgotten first).
+pub(crate) const OPS_PER_GRAPH: usize = 1024;
 const GRAPHS_KEPT: usize = 1024;
 /// Captured ops kept in all remembered graphs and executable graphs together (an op record is
 /// about 1 KB with its stack: some 16 MB at most), oldest graphs forgotten first.

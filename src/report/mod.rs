@@ -76,7 +76,10 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
         }
     };
 
-    let device_assert = device_assert();
+    // A device-side assert line is evidence only for this error when it is one (710) and was
+    // printed after the first unfinished op of this context was launched.
+    let since = blame::unfinished_since(&views, context);
+    let device_assert = device_assert(rc, since);
     let (culprit, suspects, culprit_at) = match failed_launch {
         Some(op) => {
             let reason = format!(
@@ -93,6 +96,8 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                     device_assert: None,
                     candidates: Vec::new(),
                     not_exact: None,
+                    window: Vec::new(),
+                    one_of: 0,
                 },
                 Vec::new(),
                 None,
@@ -101,8 +106,8 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
         None => {
             let assert_kernel = device_assert
                 .as_ref()
-                .and_then(|a| a.kernel.as_deref())
-                .and_then(DeviceAssert::kernel_base_name);
+                .filter(|a| !a.ambiguous)
+                .and_then(|a| a.assert.kernel.clone());
             let mut v = {
                 let mut kernels = |o: &OpRecord| names.kernels_of(o);
                 blame::judge_with(
@@ -111,11 +116,13 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                     &mut blame::Clues {
                         kernels: &mut kernels,
                         assert_kernel: assert_kernel.as_deref(),
+                        markers_work: config::markers_enabled(),
                     },
                 )
             };
             let dropped = context.map_or(0, record::streams::dropped_unfinished);
             blame::cap_for_unseen_work(&mut v, &views, context, dropped);
+            blame::cap_for_code(&mut v, rc, mps_client());
             let op = v
                 .culprit
                 .map(|at| names.op(&views[at.0].ops[at.1], now, "culprit", true));
@@ -124,28 +131,65 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                 .iter()
                 .map(|&at| names.op(&views[at.0].ops[at.1], now, "not completed", true))
                 .collect();
-            let candidates = v
-                .candidates
+            // The window's entries, each op with its kernel and launching line (symbolized for
+            // the first WINDOW_SITES ops only: a window can be long).
+            let mut sites: HashMap<(usize, u64), (Option<String>, Option<String>)> = HashMap::new();
+            let in_window = v.window.iter().chain(v.candidates.iter());
+            for r in in_window {
+                let Some(at) = r.at else { continue };
+                if sites.contains_key(&(r.stream, r.seq)) {
+                    continue;
+                }
+                let o = &views[at.0].ops[at.1];
+                let known = op
+                    .iter()
+                    .chain(suspects.iter())
+                    .find(|x| x.seq == o.seq && x.stream == o.stream.describe())
+                    .map(|x| (x.kernel.clone(), program_frame(x)));
+                let site = match known {
+                    Some(k) => k,
+                    None if sites.len() < WINDOW_SITES => {
+                        let x = names.op(o, now, "not completed", true);
+                        (x.kernel.clone(), program_frame(&x))
+                    }
+                    None => (names.op(o, now, "not completed", false).kernel, None),
+                };
+                sites.insert((r.stream, r.seq), site);
+            }
+            let entry = |r: &blame::Ranked| {
+                let (kernel, launched_at) = sites
+                    .get(&(r.stream, r.seq))
+                    .filter(|_| r.at.is_some())
+                    .cloned()
+                    .unwrap_or((None, None));
+                Candidate {
+                    seq: r.seq,
+                    stream: views[r.stream].id.describe(),
+                    kernel,
+                    launched_at,
+                    evidence: r.evidence.clone(),
+                    unknown_ops: r.unknown,
+                }
+            };
+            let candidates = v.candidates.iter().map(entry).collect();
+            let window = v
+                .window
                 .iter()
                 .map(|r| {
-                    let o = r.at.and_then(|at| {
-                        let o = &views[at.0].ops[at.1];
-                        op.iter()
-                            .chain(suspects.iter())
-                            .find(|x| x.seq == o.seq && x.stream == o.stream.describe())
-                    });
-                    Candidate {
-                        seq: r.seq,
-                        stream: views[r.stream].id.describe(),
-                        kernel: o.and_then(|o| o.kernel.clone()),
-                        launched_at: o.and_then(program_frame),
-                        evidence: r.evidence.clone(),
+                    let mut c = entry(r);
+                    // In stream order the evidence of a known op is its rank's.
+                    if let Some(ranked) =
+                        v.candidates.iter().find(|x| x.at == r.at && r.at.is_some())
+                    {
+                        c.evidence = ranked.evidence.clone();
                     }
+                    c
                 })
                 .collect();
-            let device_assert = device_assert.clone().map(|mut a| {
-                a.matches_culprit = v.assert_matched;
-                a
+            let device_assert = device_assert.clone().map(|a| {
+                let mut d = a.assert;
+                d.matches_culprit = v.assert_matched;
+                d
             });
             (
                 Culprit {
@@ -156,6 +200,8 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                     device_assert,
                     candidates,
                     not_exact: v.not_exact,
+                    window,
+                    one_of: v.one_of,
                 },
                 suspects,
                 v.culprit,
@@ -256,25 +302,39 @@ impl Names {
             .clone()
     }
 
-    /// Demangled names of the kernels `o` runs: its kernel, or a graph launch's captured kernels.
-    fn kernels_of(&mut self, o: &OpRecord) -> Vec<String> {
+    /// The kernels `o` runs (demangled): its kernel, or a graph launch's captured kernels;
+    /// incomplete when a name is unknown, the graph's capture was not seen, or its list may have
+    /// been cut (`record::graphs::OPS_PER_GRAPH` ops kept per graph).
+    fn kernels_of(&mut self, o: &OpRecord) -> blame::KernelList {
         match o.launch.kind {
-            OpKind::Kernel => self
-                .kernel(o.launch.handle)
-                .map(|k| stack::demangle(&k))
-                .into_iter()
-                .collect(),
-            OpKind::Graph => record::graphs::of_exec(o.launch.handle)
-                .map(|g| {
-                    g.ops
+            OpKind::Kernel => {
+                let name = self.kernel(o.launch.handle).map(|k| stack::demangle(&k));
+                blame::KernelList {
+                    complete: name.is_some(),
+                    names: name.into_iter().collect(),
+                }
+            }
+            OpKind::Graph => match record::graphs::of_exec(o.launch.handle) {
+                Some(g) => {
+                    let kernels: Vec<_> = g
+                        .ops
                         .iter()
                         .filter(|c| c.launch.kind == OpKind::Kernel)
-                        .filter_map(|c| self.kernel(c.launch.handle))
-                        .map(|k| stack::demangle(&k))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            _ => Vec::new(),
+                        .map(|c| self.kernel(c.launch.handle))
+                        .collect();
+                    blame::KernelList {
+                        complete: g.ops.len() < record::graphs::OPS_PER_GRAPH
+                            && kernels.iter().all(Option::is_some),
+                        names: kernels
+                            .into_iter()
+                            .flatten()
+                            .map(|k| stack::demangle(&k))
+                            .collect(),
+                    }
+                }
+                None => blame::KernelList::default(),
+            },
+            OpKind::Memcpy | OpKind::Memset => blame::KernelList::none(),
         }
     }
 
@@ -417,11 +477,50 @@ fn thread_start(tid: u32) -> Option<String> {
     }
 }
 
-/// The device-side assert lines the driver printed (`real::printf`), the first one parsed.
-fn device_assert() -> Option<DeviceAssert> {
+/// Window ops given a launching line at most (each costs a symbolization).
+const WINDOW_SITES: usize = 32;
+
+/// A device-side assert tied to the error being reported.
+#[derive(Clone)]
+struct TiedAssert {
+    /// The first tied line, parsed.
+    assert: DeviceAssert,
+    /// The tied lines name more than one function: none of them can pick the culprit.
+    ambiguous: bool,
+}
+
+/// The device-side assert lines the driver printed (`real::printf`) that belong to this error:
+/// only for `CUDA_ERROR_ASSERT` (710; another code is not an assert, whatever a line printed for
+/// another context says), and only lines printed at or after `since` (the launch of the first
+/// unfinished op of the reporting context, `blame::unfinished_since`: a line printed before it
+/// belongs to an earlier error). The first such line is parsed; `lines` counts every assert line
+/// printed. The assert line does not say its device or context: two devices that assert in the
+/// same time span give lines that cannot be told apart, so lines naming different functions make
+/// it ambiguous.
+fn device_assert(rc: CUresult, since: Option<u64>) -> Option<TiedAssert> {
+    // CUDA_ERROR_ASSERT (cuda.h `cudaError_enum`): "a device-side assert triggered during
+    // kernel execution".
+    if rc != 710 {
+        return None;
+    }
     let (lines, seen) = real::printf::captured();
-    let text = lines.into_iter().next()?;
-    Some(DeviceAssert::parse(text, seen))
+    let mut tied = lines
+        .into_iter()
+        .filter(|(_, t)| since.is_none_or(|s| *t == 0 || *t >= s));
+    let (text, _) = tied.next()?;
+    let assert = DeviceAssert::parse(text, seen);
+    let ambiguous = tied.any(|(t, _)| DeviceAssert::parse(t, 0).kernel != assert.kernel);
+    Some(TiedAssert { assert, ambiguous })
+}
+
+/// Whether this process is an MPS client: the MPS control daemon's pipe directory
+/// (`CUDA_MPS_PIPE_DIRECTORY`, default `/tmp/nvidia-mps`) holds its `control` pipe. The driver
+/// connects to the daemon whenever it finds it (NVIDIA MPS documentation, "Architecture").
+fn mps_client() -> bool {
+    let dir = std::env::var_os("CUDA_MPS_PIPE_DIRECTORY")
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "/tmp/nvidia-mps".into());
+    std::path::Path::new(&dir).join("control").exists()
 }
 
 /// The program frame that launched an op, `function at file:line`: the innermost Python frame of

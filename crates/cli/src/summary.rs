@@ -296,10 +296,7 @@ fn culprit(r: &Report) -> String {
         },
         None => "not identified".into(),
     };
-    format!(
-        "{what} ({})",
-        format!("{:?}", r.culprit.confidence).to_lowercase()
-    )
+    format!("{what} ({})", r.culprit.verdict())
 }
 
 /// Left-aligned columns, two spaces apart.
@@ -471,11 +468,7 @@ fn render(found: &[Found]) -> String {
         r0.process.host,
         r0.process.pid,
         match &r0.culprit.op {
-            Some(o) => format!(
-                "{} ({})",
-                op_brief(o),
-                format!("{:?}", r0.culprit.confidence).to_lowercase()
-            ),
+            Some(o) => format!("{} ({})", op_brief(o), r0.culprit.verdict()),
             None => "not identified".into(),
         }
     );

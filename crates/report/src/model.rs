@@ -130,13 +130,46 @@ pub struct Culprit {
     /// The device-side assert the driver printed (710), if any: it names the kernel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_assert: Option<DeviceAssert>,
-    /// Each stream's first unfinished op (the ops that can have faulted), most likely first, with
-    /// the evidence for its rank; only when there were several.
+    /// The ops that can have faulted (the window, see `window`), most likely first, with the
+    /// evidence for its rank; only when there were several (or a device-side assert chose one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidates: Vec<Candidate>,
     /// Why the verdict is not `exact`, in one line (absent when it is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_exact: Option<String>,
+    /// The ops that can have faulted, in stream order (streams one after the other, in the order
+    /// their windows began): on each
+    /// stream with unfinished work, the ops after the last one proven complete (progress marker or
+    /// synchronization) up to and including the first with a progress marker behind it. A
+    /// `likely` verdict with several reads "one of these N ops". Absent when the verdict rests on
+    /// one op alone, and in reports written before this field existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub window: Vec<Candidate>,
+    /// How many ops the window holds, those no longer held included (`Candidate::unknown_ops`);
+    /// 0 without progress markers.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub one_of: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Culprit {
+    /// Whether the verdict is "one of these N ops" (`likely` with a window of several ops).
+    pub fn is_one_of(&self) -> bool {
+        self.confidence == Confidence::Likely && self.one_of > 1 && !self.window.is_empty()
+    }
+
+    /// The verdict in words for one line: `exact`, `one of 4 ops, likely`, `likely`, `suspect`.
+    pub fn verdict(&self) -> String {
+        let word = format!("{:?}", self.confidence).to_lowercase();
+        if self.is_one_of() {
+            format!("one of {} ops, {word}", self.one_of)
+        } else {
+            word
+        }
+    }
 }
 
 /// A device-side assert message, as the driver printed it on stdout:
@@ -160,7 +193,7 @@ pub struct DeviceAssert {
     pub matches_culprit: bool,
 }
 
-/// One candidate culprit when several streams had unfinished work.
+/// One op that can have faulted (see [`Culprit::candidates`] and [`Culprit::window`]).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Candidate {
     pub seq: u64,
@@ -171,6 +204,10 @@ pub struct Candidate {
     pub launched_at: Option<String>,
     /// The evidence behind its rank, in words.
     pub evidence: String,
+    /// When not 0: this entry stands for that many ops from `seq` on that cudablame no longer
+    /// held (they fell out of the ring and the held list): kernel and launch site unknown.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unknown_ops: u64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -258,6 +295,42 @@ pub struct StreamSummary {
     pub marker: Option<u64>,
     /// The last ops of the stream, oldest first.
     pub recent: Vec<Op>,
+}
+
+/// The qualified function name of a printed or demangled C++ function: no return type,
+/// parameters or template arguments, the anonymous namespace written `(anonymous namespace)`
+/// (`void a::<unnamed>::k<T>(T *) [with T=int]` and `a::(anonymous namespace)::k<int>(int*)` both
+/// give `a::(anonymous namespace)::k`); `None` for lambdas and operators.
+fn qualified_name(s: &str) -> Option<String> {
+    let s = s
+        .trim()
+        .replace("(anonymous namespace)", "@anon")
+        .replace("<unnamed>", "@anon")
+        .replace("{anonymous}", "@anon");
+    if s.contains("operator") || s.contains("lambda") {
+        return None;
+    }
+    // Drop template arguments and the parameter list: keep text at depth 0 of <> and (), up to
+    // the first '(' at depth 0 or " [with".
+    let s = s.split(" [with ").next().unwrap_or(&s);
+    let mut out = String::new();
+    let mut depth = 0i32;
+    for c in s.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth == 0 => break,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    // The name is the last word (a return type comes before it).
+    let name = out.trim().rsplit(' ').next().unwrap_or("").to_string();
+    let ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':' || c == '@');
+    ok.then(|| name.replace("@anon", "(anonymous namespace)"))
 }
 
 // The parsing of device-assert lines (pure text; the library captures them, see its
@@ -360,6 +433,26 @@ impl DeviceAssert {
         ok.then(|| s.to_string())
     }
 
+    /// Whether the function a device-side assert names, as the driver printed it (`printed`),
+    /// can be the kernel whose demangled name is `kernel`. The driver prints the name of the
+    /// function holding the `assert`, as the source's assert macro passes it: `__PRETTY_FUNCTION__`
+    /// for the CUDA headers' `assert` (with return type, namespaces, parameters, and templates
+    /// as `k<T>(T *) [with T=float]`; an anonymous namespace as `<unnamed>`), `__func__` for
+    /// PyTorch's `CUDA_KERNEL_ASSERT` (the bare name). A `__device__` helper prints its own
+    /// name, so a name matching no kernel tells nothing. Printed with its qualification (it holds
+    /// `(`), the qualified names must be equal; printed bare, the base names.
+    pub fn printed_name_matches(printed: &str, kernel: &str) -> bool {
+        let (Some(p), Some(k)) = (qualified_name(printed), qualified_name(kernel)) else {
+            return false;
+        };
+        if printed.contains('(') {
+            p == k
+        } else {
+            let base = |s: &str| s.rsplit("::").next().unwrap_or("").to_string();
+            base(&p) == base(&k)
+        }
+    }
+
     /// Whether the demangled `kernel` name has `base` as a whole identifier.
     pub fn names_kernel(kernel: &str, base: &str) -> bool {
         let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
@@ -420,6 +513,46 @@ mod tests {
         ));
         assert!(!DeviceAssert::names_kernel(k, "nll_loss_forward"));
         assert!(DeviceAssert::names_kernel("oob_assert", "oob_assert"));
+    }
+
+    #[test]
+    fn printed_names_match_by_the_driver_rules() {
+        let m = DeviceAssert::printed_name_matches;
+        // `__PRETTY_FUNCTION__` (CUDA's assert): qualified names must agree.
+        assert!(m(
+            "void check_kernel(int *, int)",
+            "check_kernel(int*, int)"
+        ));
+        assert!(!m(
+            "void check_kernel(int *, int)",
+            "other::check_kernel(int*, int)"
+        ));
+        assert!(m(
+            "void other::check_kernel(int *, int)",
+            "other::check_kernel(int*, int)"
+        ));
+        assert!(m(
+            "void <unnamed>::check_kernel(int *)",
+            "(anonymous namespace)::check_kernel(int*)"
+        ));
+        assert!(m(
+            "void ns::k<T>(T *) [with T=float]",
+            "void ns::k<float>(float*)"
+        ));
+        assert!(!m(
+            "void k<T>(T *) [with T=float]",
+            "void ns::k<float>(float*)"
+        ));
+        // `__func__` (PyTorch's CUDA_KERNEL_ASSERT): the bare name.
+        let torch = "void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*, float*)";
+        assert!(m("nll_loss_forward_reduce_cuda_kernel_2d", torch));
+        assert!(!m("nll_loss_forward", torch));
+        // A namespace or template argument of the same name is not the function.
+        assert!(!m("check_kernel", "check_kernel::run(int*)"));
+        assert!(!m("k", "apply<k>(int*)"));
+        // A helper's name matches no kernel; lambdas name none.
+        assert!(!m("void bounds_check(int)", "check_kernel(int*, int)"));
+        assert!(!m("operator()", "void f<lambda()>(int*)"));
         assert!(!DeviceAssert::names_kernel("oob_assert2", "oob_assert"));
     }
 }

@@ -29,6 +29,9 @@ struct Buffer {
     partial_len: usize,
     lines: [[u8; LINE_BYTES]; MAX_LINES],
     lens: [usize; MAX_LINES],
+    /// When each line ended (its newline was printed), wall-clock ns (`CLOCK_REALTIME`): the
+    /// report ties a line to the error it belongs to by it.
+    times: [u64; MAX_LINES],
     kept: usize,
 }
 
@@ -47,6 +50,7 @@ static SHARED: Shared = Shared {
         partial_len: 0,
         lines: [[0; LINE_BYTES]; MAX_LINES],
         lens: [0; MAX_LINES],
+        times: [0; MAX_LINES],
         kept: 0,
     }),
 };
@@ -95,6 +99,7 @@ pub(crate) fn feed(text: &[u8]) {
                         let k = b.kept;
                         b.lines[k][..line.len()].copy_from_slice(line);
                         b.lens[k] = line.len();
+                        b.times[k] = now_ns();
                         b.kept += 1;
                     }
                 }
@@ -107,11 +112,30 @@ pub(crate) fn feed(text: &[u8]) {
     });
 }
 
-/// The assert lines captured so far (the first [`MAX_LINES`]) and how many were printed in all.
-pub(crate) fn captured() -> (Vec<String>, u64) {
+/// Wall-clock ns (`CLOCK_REALTIME`), the clock of `record::now_ns`; 0 if it fails.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer; clock_gettime is async-signal-safe and takes no lock.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The assert lines captured so far (the first [`MAX_LINES`]), each with the wall-clock ns at
+/// which it was printed, and how many were printed in all.
+pub(crate) fn captured() -> (Vec<(String, u64)>, u64) {
     let lines = with_buffer(1_000_000, |b| {
         (0..b.kept)
-            .map(|i| String::from_utf8_lossy(&b.lines[i][..b.lens[i]]).into_owned())
+            .map(|i| {
+                (
+                    String::from_utf8_lossy(&b.lines[i][..b.lens[i]]).into_owned(),
+                    b.times[i],
+                )
+            })
             .collect()
     })
     .unwrap_or_default();
@@ -183,7 +207,10 @@ mod tests {
         let (lines, seen) = captured();
         assert_eq!(seen, 2);
         assert_eq!(lines.len(), 2);
-        assert!(lines[0].ends_with("thread: [1,0,0] Assertion `a` failed."));
+        assert!(lines[0]
+            .0
+            .ends_with("thread: [1,0,0] Assertion `a` failed."));
+        assert!(lines[0].1 > 0 && lines[0].1 <= lines[1].1);
         reset_after_fork();
         assert_eq!(captured().1, 0);
     }

@@ -81,6 +81,7 @@ pub(super) fn site(out: &mut String, label: &str, f: &Frame, suffix: &str) {
 pub(super) fn lead(out: &mut String, r: &Report, device_assert: Option<&str>) {
     let confidence = format!("{:?}", r.culprit.confidence).to_lowercase();
     match &r.culprit.op {
+        _ if r.culprit.is_one_of() => one_of(out, r, &confidence),
         Some(o) => {
             let name = match (&o.kernel, o.kind) {
                 (Some(k), _) => brief(k),
@@ -132,6 +133,84 @@ pub(super) fn lead(out: &mut String, r: &Report, device_assert: Option<&str>) {
         None => {
             let _ = writeln!(out, "{:<10}{}{noticed}", "reported:", c.entry_point);
         }
+    }
+}
+
+/// Window entries the lead block lists (the rest are counted; `cudablame show --verbose` and
+/// the JSON have them all).
+const WINDOW_SHOWN: usize = 8;
+
+/// The lead block's culprit for a "one of these N ops" verdict: one line per op, in stream order,
+/// with its kernel and launching line, then the one ranked first and why.
+fn one_of(out: &mut String, r: &Report, confidence: &str) {
+    let c = &r.culprit;
+    let streams: Vec<&str> = {
+        let mut s: Vec<&str> = Vec::new();
+        for w in &c.window {
+            if !s.contains(&w.stream.as_str()) {
+                s.push(&w.stream);
+            }
+        }
+        s
+    };
+    let on = if streams.len() == 1 {
+        format!("stream {}", streams[0])
+    } else {
+        format!("{} streams", streams.len())
+    };
+    let _ = writeln!(
+        out,
+        "{:<10}one of these {} ops, in stream order ({on}; {confidence}: no progress marker between them)",
+        "culprit:", c.one_of
+    );
+    for w in c.window.iter().take(WINDOW_SHOWN) {
+        let stream = if streams.len() > 1 {
+            format!(" [stream {}]", w.stream)
+        } else {
+            String::new()
+        };
+        if w.unknown_ops > 0 {
+            let which = if w.unknown_ops == 1 {
+                format!("#{}", w.seq)
+            } else {
+                format!("#{}..#{}", w.seq, w.seq + w.unknown_ops - 1)
+            };
+            let _ = writeln!(
+                out,
+                "{:<10}{which}{stream}: {} ops no longer held, kernels unknown",
+                "", w.unknown_ops
+            );
+            continue;
+        }
+        let kernel = w.kernel.as_deref().map(brief).unwrap_or_else(|| "?".into());
+        let at = w
+            .launched_at
+            .as_deref()
+            .map(|l| format!("  launched: {}", fit(l, 90)))
+            .unwrap_or_default();
+        let _ = writeln!(out, "{:<10}#{} {kernel}{stream}{at}", "", w.seq);
+    }
+    let more = c.window.len().saturating_sub(WINDOW_SHOWN);
+    if more > 0 {
+        let _ = writeln!(
+            out,
+            "{:<10}... and {more} more (cudablame show --verbose)",
+            ""
+        );
+    }
+    if let (Some(o), Some(first)) = (&c.op, c.candidates.first()) {
+        let name = o
+            .kernel
+            .as_deref()
+            .map(brief)
+            .unwrap_or_else(|| op_brief(o));
+        let _ = writeln!(
+            out,
+            "{:<10}#{} {name}: {}",
+            "ranked:",
+            o.seq,
+            sentence(&first.evidence, 100)
+        );
     }
 }
 

@@ -72,7 +72,15 @@ pub fn render_with(r: &Report, device_assert: Option<&str>, verbose: bool) -> St
                 Some(k) => format!("#{} kernel {}", o.seq, short(k)),
                 None => op_line(o),
             };
-            let _ = writeln!(out, "culprit [{:?}]: {what}", r.culprit.confidence);
+            let verdict = if r.culprit.is_one_of() {
+                format!(
+                    "{:?}, one of {}, ranked first",
+                    r.culprit.confidence, r.culprit.one_of
+                )
+            } else {
+                format!("{:?}", r.culprit.confidence)
+            };
+            let _ = writeln!(out, "culprit [{verdict}]: {what}");
             let shared = if o.shared_mem_bytes > 0 || verbose {
                 format!(" shared {} B", o.shared_mem_bytes)
             } else {
@@ -209,6 +217,57 @@ mod tests {
             "graph: k, oob_write, quick"
         );
         assert_eq!(brief("void at::native::k<4>(int)"), "k");
+    }
+
+    #[test]
+    fn a_window_verdict_lists_its_ops_in_stream_order() {
+        use crate::model::{Candidate, Confidence};
+        let mut r = sample();
+        let entry = |seq: u64, kernel: Option<&str>, at: Option<&str>, unknown: u64| Candidate {
+            seq,
+            stream: "legacy".into(),
+            kernel: kernel.map(String::from),
+            launched_at: at.map(String::from),
+            evidence: "a kernel, never completed before in the recorded ops".into(),
+            unknown_ops: unknown,
+        };
+        r.culprit.confidence = Confidence::Likely;
+        r.culprit.one_of = 5;
+        r.culprit.window = vec![
+            entry(
+                2,
+                Some("void ns::k2<float>(float*, int)"),
+                Some("main at app.cu:10"),
+                0,
+            ),
+            entry(3, Some("void ns::k3<float>(float*, int)"), None, 0),
+            entry(4, None, None, 3),
+        ];
+        r.culprit.candidates = r.culprit.window[..2].to_vec();
+        let text = render(&r);
+        let lines: Vec<&str> = text.lines().skip(2).take(5).collect();
+        assert_eq!(
+            lines[0],
+            "culprit:  one of these 5 ops, in stream order (stream legacy; likely: no progress marker between them)"
+        );
+        assert_eq!(lines[1], "          #2 k2  launched: main at app.cu:10");
+        assert_eq!(lines[2], "          #3 k3");
+        assert_eq!(
+            lines[3],
+            "          #4..#6: 3 ops no longer held, kernels unknown"
+        );
+        assert!(
+            lines[4].starts_with("ranked:   #2 k2: a kernel, never completed"),
+            "{text}"
+        );
+        assert_eq!(r.culprit.verdict(), "one of 5 ops, likely");
+        // An old reader's view: the JSON keeps every old field, and a report without the new
+        // ones reads as before.
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["culprit"]["confidence"], "likely");
+        assert_eq!(json["culprit"]["window"][2]["unknown_ops"], 3);
+        assert!(json["culprit"]["window"][0].get("unknown_ops").is_none());
+        assert_eq!(sample().culprit.verdict(), "exact");
     }
 
     #[test]
