@@ -28,30 +28,7 @@
 
 // Two kernels with the same body: out[i] = i for i < n.
 // PTX ISA 8.0 (CUDA 12.0), target sm_75: the driver JIT-compiles it for the GPU.
-#define PTX_STORE_INDEX_KERNEL(NAME)                                             \
-    ".visible .entry " NAME "(\n"                                                \
-    "    .param .u64 " NAME "_out,\n"                                            \
-    "    .param .u32 " NAME "_n\n"                                               \
-    ")\n"                                                                        \
-    "{\n"                                                                        \
-    "    .reg .pred %p<2>;\n"                                                    \
-    "    .reg .b32 %r<5>;\n"                                                     \
-    "    .reg .b64 %rd<5>;\n"                                                    \
-    "    ld.param.u64 %rd1, [" NAME "_out];\n"                                   \
-    "    ld.param.u32 %r1, [" NAME "_n];\n"                                      \
-    "    mov.u32 %r2, %ctaid.x;\n"                                               \
-    "    mov.u32 %r3, %ntid.x;\n"                                                \
-    "    mov.u32 %r4, %tid.x;\n"                                                 \
-    "    mad.lo.s32 %r2, %r2, %r3, %r4;\n"                                       \
-    "    setp.ge.s32 %p1, %r2, %r1;\n"                                           \
-    "    @%p1 bra $L_" NAME "_done;\n"                                           \
-    "    cvta.to.global.u64 %rd2, %rd1;\n"                                       \
-    "    mul.wide.s32 %rd3, %r2, 4;\n"                                           \
-    "    add.s64 %rd4, %rd2, %rd3;\n"                                            \
-    "    st.global.u32 [%rd4], %r2;\n"                                           \
-    "$L_" NAME "_done:\n"                                                        \
-    "    ret;\n"                                                                 \
-    "}\n"
+#include "driver_ptx.cuh"  // PTX_STORE_INDEX_KERNEL
 
 static const char kPtx[] =
     ".version 8.0\n"
