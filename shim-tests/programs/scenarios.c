@@ -81,10 +81,13 @@ static const char *MODULE =
     "// fake: oob_write fault=700 delay_us=1000\n"
     "// fake: instant_oob fault=700\n"
     "// fake: hold delay_us=4000000\n"
+    "// fake: late_oob fault=700 delay_us=50000\n"
     ".visible .entry slow(\n.visible .entry quick(\n.visible .entry oob_write(\n"
-    ".visible .entry instant_oob(\n.visible .entry hold(\n";
+    ".visible .entry instant_oob(\n.visible .entry hold(\n.visible .entry late_oob(\n";
 
-static CUfunction slow, quick, oob_write, instant_oob, hold;
+/* late_oob: faults 50 ms after it starts, for scenarios whose host calls must come before the
+ * fault however slow the machine is (oob_write's 1 ms was outrun on a loaded 2-core machine). */
+static CUfunction slow, quick, oob_write, instant_oob, hold, late_oob;
 static CUcontext ctx;
 static unsigned bad_block = 256; /* launch_bad_kernel's block size (2048: an invalid launch) */
 static CUdeviceptr buffer;
@@ -140,6 +143,7 @@ static void setup(void) {
     check("oob_write", p_cuModuleGetFunction(&oob_write, mod, "oob_write"));
     check("instant_oob", p_cuModuleGetFunction(&instant_oob, mod, "instant_oob"));
     check("hold", p_cuModuleGetFunction(&hold, mod, "hold"));
+    check("late_oob", p_cuModuleGetFunction(&late_oob, mod, "late_oob"));
     check("cuMemAlloc", p_cuMemAlloc(&buffer, 4096));
     int host[16] = {0};
     check("cuMemcpyHtoD", p_cuMemcpyHtoD(buffer, host, sizeof host));
@@ -417,10 +421,10 @@ int main(int argc, char **argv) {
         return report_rc("sync_rc", p_cuStreamSynchronize(s));
     }
     if (!strcmp(scenario, "memset_between")) {
-        /* #1 upload, #2 oob_write (culprit, runs 1 ms), #3 a memset of device memory that
+        /* #1 upload, #2 late_oob (culprit, runs 50 ms), #3 a memset of device memory that
          * returns before the kernel ends (it proves nothing), #4 a device-to-device copy (the
          * same), #5 quick; the read-back reports it. */
-        launch_bad_kernel(oob_write, NULL);
+        launch_bad_kernel(late_oob, NULL);
         printf("memset_rc=%u\n", p_cuMemsetD32(buffer, 7, 16));
         printf("dtod_rc=%u\n", p_cuMemcpyDtoD(buffer + 1024, buffer, 64));
         launch_after(NULL, 1);

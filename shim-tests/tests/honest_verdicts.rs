@@ -39,7 +39,7 @@ fn a_memset_or_device_copy_between_kernels_proves_nothing() {
         assert_eq!(r.printed("memset_rc"), "0", "{args:?}");
         assert_eq!(r.printed("dtod_rc"), "0", "{args:?}");
         assert_eq!(r.printed("memcpy_rc"), "700", "{args:?}");
-        assert_named(&r, "oob_write", 2, "exact");
+        assert_named(&r, "late_oob", 2, "exact");
         let rep = r.report();
         let kinds: Vec<&str> = rep["suspects"]
             .as_array()

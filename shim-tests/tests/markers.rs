@@ -70,11 +70,12 @@ fn ops_separated_by_a_long_host_gap_are_each_marked() {
     // 2 ms of host time between launches, 20 times the default gap of 100 µs.
     let (m, ops, _) = marked(&["gaps", "20", "2000"], &[]);
     assert_eq!((m, ops), (20, 20));
-    // With a gap longer than the program's pauses: the first op, then the stream is idle at
-    // every launch (the device wrote the last marker), and half the gap (25 ms) never passes.
+    // With a gap longer than the whole program (20 pauses of 2 ms): the first op only; the
+    // stream is idle at every launch (the device wrote the last marker), and half the gap
+    // (500 ms) never passes. (With 50 ms, half the gap passed after about 13 pauses.)
     let (m, _, _) = marked(
         &["gaps", "20", "2000"],
-        &[("CUDABLAME_MARKER_GAP_US", "50000")],
+        &[("CUDABLAME_MARKER_GAP_US", "1000000")],
     );
     assert_eq!(m, 1);
 }
