@@ -27,7 +27,8 @@ pub(super) fn native_limit(out: &mut String, python: &[Frame], verbose: bool) ->
     FRAMES_UNDER_PYTHON
 }
 
-/// Prints native frames: up to the program's `main`, at most `limit`.
+/// Prints native frames: up to the program's `main`, at most `limit`; every frame when `limit` is
+/// `usize::MAX` (`show --verbose`, [`native_limit`]).
 pub(super) fn frames(out: &mut String, frames: &[Frame], limit: usize) {
     if frames.is_empty() {
         out.push_str(
@@ -35,9 +36,12 @@ pub(super) fn frames(out: &mut String, frames: &[Frame], limit: usize) {
              (CUDABLAME_STACK_BYTES) held no frame of the program)\n",
         );
     }
-    // The program's `main` ends what is worth reading; runtime start-up frames stay in the JSON.
+    // The program's `main` ends what is worth reading; runtime start-up frames stay in the JSON
+    // (the verbose form shows them too).
+    let everything = limit == usize::MAX;
     let shown = frames
         .iter()
+        .filter(|_| !everything)
         .position(|f| {
             f.function
                 .as_deref()

@@ -449,4 +449,26 @@ mod tests {
         // Each op appears once, in launch order.
         assert_eq!(text.matches("#12 k12").count(), 1);
     }
+
+    #[test]
+    fn verbose_shows_the_frames_after_main() {
+        let mut r = sample();
+        let frame = |function: &str| Frame {
+            function: Some(function.into()),
+            file: None,
+            line: None,
+            module: Some("/bin/app".into()),
+            address: "0x0".into(),
+        };
+        r.culprit.op.as_mut().unwrap().stack =
+            vec![frame("launch"), frame("main"), frame("__libc_start_main")];
+        let short = render(&r);
+        assert!(
+            short.contains("... 1 more frames in the JSON report"),
+            "{short}"
+        );
+        let all = render_verbose(&r);
+        assert!(all.contains("#2  __libc_start_main  [app]"), "{all}");
+        assert!(!all.contains("more frames in the JSON report"), "{all}");
+    }
 }
