@@ -38,8 +38,9 @@ pub(crate) struct Config {
     /// get a progress marker (`record::policy`).
     pub(crate) markers: MarkerMode,
     /// `CUDABLAME_MARKER_GAP_US`: under `budget`, µs of host time after a stream's last marker
-    /// from which its next op is marked, 1..=1000000 (default 100: a marker costs about 2.1 µs
-    /// of GPU time and 1.1 µs of host time on an H200, so about 2% and 1%).
+    /// from which its next op is marked, 1..=1000000 (default 500: a marker costs about 2.1 µs
+    /// of GPU time and 1.1 to 1.8 µs of host time on an H200, so about 0.4% of each; see
+    /// `record::policy` for why not 100).
     pub(crate) marker_gap_us: u64,
     /// `CUDABLAME_STACK`: `native` (default) or `off`.
     pub(crate) stack: StackMode,
@@ -85,7 +86,7 @@ impl Default for Config {
             report: Some("cudablame-%h-%p.json".into()),
             trace: None,
             markers: MarkerMode::Budget,
-            marker_gap_us: 100,
+            marker_gap_us: 500,
             stack: StackMode::Native,
             stack_depth: 16,
             stack_bytes: 8192,
@@ -315,7 +316,7 @@ impl Config {
         }
         if let Some(v) = get("CUDABLAME_MARKER_GAP_US") {
             c.marker_gap_us =
-                number("CUDABLAME_MARKER_GAP_US", &v, 1, 1_000_000, 100, &mut w) as u64;
+                number("CUDABLAME_MARKER_GAP_US", &v, 1, 1_000_000, 500, &mut w) as u64;
         }
         if let Some(v) = get("CUDABLAME_STACK") {
             c.stack = match v.trim().to_ascii_lowercase().as_str() {
@@ -427,7 +428,7 @@ mod tests {
         assert_eq!(c.report.as_deref(), Some("cudablame-%h-%p.json"));
         assert_eq!(c.trace, None);
         assert_eq!(c.markers, MarkerMode::Budget);
-        assert_eq!(c.marker_gap_us, 100);
+        assert_eq!(c.marker_gap_us, 500);
         assert_eq!(c.stack, StackMode::Native);
         assert_eq!((c.stack_depth, c.ring), (16, 256));
     }
@@ -514,7 +515,7 @@ mod tests {
         }
         let (c, w) = parse(&[("CUDABLAME_MARKERS", "2"), ("CUDABLAME_MARKER_GAP_US", "0")]);
         assert_eq!(w.len(), 2, "{w:?}");
-        assert_eq!((c.markers, c.marker_gap_us), (MarkerMode::Budget, 100));
+        assert_eq!((c.markers, c.marker_gap_us), (MarkerMode::Budget, 500));
         let (c, w) = parse(&[("CUDABLAME_MARKER_GAP_US", "250")]);
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(c.marker_gap_us, 250);

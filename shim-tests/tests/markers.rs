@@ -9,6 +9,13 @@ use std::time::Duration;
 /// `(marked, ops, held stacks unwound)` from a run of `programs/markers.c` under cudablame
 /// with `env` (no `CUDABLAME_MARKERS` unless `env` sets it: cudablame's default).
 fn marked(args: &[&str], env: &[(&str, &str)]) -> (u64, u64, u64) {
+    let (m, ops, unwound, _) = stats(args, env);
+    (m, ops, unwound)
+}
+
+/// `(marked, ops, held stacks unwound, held stack copies)` from the stats line of a run of
+/// `programs/markers.c`, as [`marked`].
+fn stats(args: &[&str], env: &[(&str, &str)]) -> (u64, u64, u64, u64) {
     let prog = compile("markers", true);
     let mut cmd = command_default_markers(&prog, args);
     cmd.env("LD_PRELOAD", shim())
@@ -41,7 +48,12 @@ fn marked(args: &[&str], env: &[(&str, &str)]) -> (u64, u64, u64) {
         .parse()
         .unwrap();
     assert_eq!(m[1], ops, "every op recorded: {line}");
-    (m[0], m[1], after("held stacks unwound ")[0])
+    (
+        m[0],
+        m[1],
+        after("held stacks unwound ")[0],
+        after("held stack copies ")[0],
+    )
 }
 
 #[test]
@@ -99,10 +111,25 @@ fn without_markers_the_launching_thread_unwinds_no_held_stack() {
     // PyTorch: a GPU-bound step was 38% slower with markers off).
     let (_, _, unwound) = marked(&["loop", "3000"], &[("CUDABLAME_MARKERS", "off")]);
     assert_eq!(unwound, 0);
-    // With markers the ops queued behind the slow kernel are held, with their stacks, as
-    // before (the culprit keeps its launch stack however far the host runs ahead).
-    let (_, _, unwound) = marked(&["loop", "3000"], &[("CUDABLAME_MARKERS", "every")]);
-    assert!(unwound >= 1000, "{unwound}");
+    // With markers the ops queued behind the slow kernel are held, with their stacks (the
+    // culprit keeps its launch stack however far the host runs ahead): as copies, moved aside
+    // without unwinding, the first 1,024 that leave the newest 32 copies; only past that (the
+    // real driver's queue holds about 1,021 launches per stream; the simulated one has no
+    // bound) are the next 1,024 unwound on the launching thread. All 3,001 ops stay unproven
+    // while the 200 ms kernel runs, so the counts are exact.
+    let (_, ops, unwound, copies) = stats(&["loop", "3000"], &[("CUDABLAME_MARKERS", "every")]);
+    assert_eq!(ops, 3001);
+    assert_eq!((copies, unwound), (1024, 1024));
+}
+
+#[test]
+fn the_default_budget_holds_copies_and_unwinds_nothing_within_the_drivers_queue() {
+    // 1,000 launches behind the 200 ms kernel (within the real driver's queue depth): every
+    // op leaving the newest 32 stack copies is held as a copy; none is unwound on the
+    // launching thread (before: 969 unwinds, 1.2 to 4.2 µs each in PyTorch).
+    let (_, ops, unwound, copies) = stats(&["loop", "1000"], &[]);
+    assert_eq!(ops, 1001);
+    assert_eq!((copies, unwound), (1001 - 32, 0));
 }
 
 #[test]

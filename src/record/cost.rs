@@ -35,6 +35,9 @@ static STACK_BYTES: AtomicU64 = AtomicU64::new(0);
 static PYTHON_FRAMES: AtomicU64 = AtomicU64::new(0);
 static MARKED: AtomicU64 = AtomicU64::new(0);
 static HELD_UNWINDS: AtomicU64 = AtomicU64::new(0);
+static HELD_COPIES: AtomicU64 = AtomicU64::new(0);
+/// Markers taken by the driver, by `policy::Why`.
+static MARKED_WHY: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
 static AT_EXIT: Once = Once::new();
 
 /// Whether costs are being measured.
@@ -125,6 +128,23 @@ pub(crate) fn held_unwind() {
     }
 }
 
+/// Counts one marker the driver took, by the policy's reason for it.
+#[inline]
+pub(crate) fn marked_because(why: super::policy::Why) {
+    if enabled() {
+        MARKED_WHY[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Counts one stack copy moved into its stream's held copies (instead of being unwound) because
+/// its op left the newest copies unproven (`record::ring`).
+#[inline]
+pub(crate) fn held_copy() {
+    if enabled() {
+        HELD_COPIES.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -136,8 +156,9 @@ fn monotonic_ns() -> u64 {
 }
 
 /// The stats line: mean ns per recorded op of each phase, how many ops got a progress marker
-/// (`marked N of M ops`) and how many stack copies were unwound while recording (`held stacks
-/// unwound N`); the integration tests read both.
+/// (`marked N of M ops (every E, first F, count C, copy P, gap G, idle I)`: markers by the
+/// policy's reason), how many stack copies were held as copies (`held stack copies N`) and how
+/// many were unwound while recording (`held stacks unwound N`); the integration tests read them.
 pub(crate) fn line() -> String {
     let ops = OPS.load(Ordering::Relaxed).max(1);
     let scale = ns_per_tick();
@@ -151,10 +172,16 @@ pub(crate) fn line() -> String {
     );
     let other = total.saturating_sub(stack + python + real + marker);
     let per = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / ops as f64;
+    let why = (super::policy::WHY_NAMES.iter())
+        .zip(MARKED_WHY.iter())
+        .map(|(name, n)| format!("{name} {}", n.load(Ordering::Relaxed)))
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
         "cudablame stats: {} recorded ops; mean ns per op: total {total} = real call {real} + \
          cudablame {} (native stack copy {stack} for {:.0} bytes; python {python} for {:.1} frames; \
-         marker {marker}; other {other}); marked {} of {} ops; held stacks unwound {}",
+         marker {marker}; other {other}); marked {} of {} ops ({why}); held stacks unwound {}; \
+         held stack copies {}",
         OPS.load(Ordering::Relaxed),
         total.saturating_sub(real),
         per(&STACK_BYTES),
@@ -162,6 +189,7 @@ pub(crate) fn line() -> String {
         MARKED.load(Ordering::Relaxed),
         OPS.load(Ordering::Relaxed),
         HELD_UNWINDS.load(Ordering::Relaxed),
+        HELD_COPIES.load(Ordering::Relaxed),
     )
 }
 

@@ -80,9 +80,12 @@ pub(super) fn mark_if_due(
         op.launch.kind,
         || state.marker_value(),
     );
-    let marked = due && state.write_marker(driver, op.seq);
+    let marked = due.is_some_and(|_| state.write_marker(driver, op.seq));
     if marked {
         ring.mark_newest();
+    }
+    if let (true, Some(why)) = (marked, due) {
+        cost::marked_because(why);
     }
     ring.marks.note(op.seq, op.time_ns, marked);
     marked

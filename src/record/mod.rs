@@ -6,7 +6,7 @@
 //! push the op with the next sequence number and a copy of the top of the launching thread's
 //! stack (unwound only if a report needs it: `stack::copy`), enqueue
 //! `cuStreamWriteValue64(marker slot, seq)` behind it when the marker policy says so
-//! (`policy`: by default about one op per 100 µs of host time, at most 32 ops apart), unlock. The lock spans the real call so
+//! (`policy`: by default about one op per 500 µs of host time, at most 32 ops apart), unlock. The lock spans the real call so
 //! that sequence numbers follow the order in which ops enter the stream even when several threads
 //! launch onto one stream. Nothing on this path allocates once the stream's ring is full.
 
@@ -72,6 +72,7 @@ pub(crate) fn forget_after_fork() {
     streams::clear();
     names::clear();
     graphs::clear();
+    ring::forget_after_fork();
     CAPTURES_ACTIVE.store(0, Ordering::Relaxed);
 }
 

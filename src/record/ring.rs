@@ -4,11 +4,20 @@
 //! Both the ring and the stack copies are bounded, but ops not proven complete are held beyond
 //! them (see [`Ring`]): the op blame will name if the context dies is never dropped, however far
 //! the host runs ahead of the GPU.
+//!
+//! Held stacks stay copies: a copy whose op leaves the newest [`STACK_COPIES`] unproven is moved
+//! into the held list and its slot takes a spare buffer (a pointer swap), so the launching thread
+//! never unwinds while the GPU runs behind. Measured before (H200, launch loop behind a blocked
+//! stream): 44,100 of 51,372 launches unwound a held stack on the launching thread, the largest
+//! part of the stack phase's 474 ns per launch. Held copies are bounded per stream
+//! ([`HELD_COPIES`]) and process-wide ([`HELD_COPY_BYTES`]); past those a leaving copy is unwound
+//! as before (into [`HELD_STACKS`] unwound stacks), the rare case of many streams far behind.
 
 use super::OpRecord;
 use crate::stack::copy::StackCopy;
 use crate::stack::{EntryRegs, NativeStack, StackRef};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Stack copies kept per stream, for the newest ops (nearly every op a report names is among
 /// them or is held, see [`Ring`]).
@@ -17,16 +26,32 @@ pub(crate) const STACK_COPIES: usize = 32;
 /// being proven complete (the oldest are kept, newer ones dropped when full).
 pub(crate) const HELD_OPS: usize = 4096;
 pub(crate) const HELD_STACKS: usize = 1024;
+/// Stack copies held per stream at most (their ops left the newest [`STACK_COPIES`] unproven):
+/// the driver's queue holds about 1,021 launches per stream (H200, driver 580), so a stream
+/// blocked behind a long kernel fits.
+pub(crate) const HELD_COPIES: usize = 1024;
+/// Bytes of held stack copies process-wide at most (16 MiB: 2,048 copies of the default 8 KiB).
+pub(crate) const HELD_COPY_BYTES: usize = 16 << 20;
+
+/// Bytes of stack-copy buffers allocated beyond each stream's [`STACK_COPIES`], process-wide
+/// (held or spare), counted against [`HELD_COPY_BYTES`].
+static EXTRA_COPY_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Forgets the count of extra stack-copy buffers (a forked child: its parent's rings are
+/// forgotten, not freed, see `record::forget_after_fork`).
+pub(crate) fn forget_after_fork() {
+    EXTRA_COPY_BYTES.store(0, Ordering::Relaxed);
+}
 
 /// A bounded ring of the most recent ops of one stream, in sequence order, with the stack copies
 /// of the newest of them.
 ///
 /// An op that leaves the ring, or whose stack copy is reused, while not proven complete (the GPU
 /// is far behind the host, or the context died) is held until a progress marker or a successful
-/// synchronization proves it complete: its record in `held_ops`, its stack unwound into
-/// `held_stacks` (an unwind costs more than a copy, but only while the GPU is far behind, when
-/// the host has time to spare). Both keep the oldest unproven ops when full: the op that never
-/// completes, the culprit, is always the oldest of them, however far the host runs ahead.
+/// synchronization proves it complete: its record in `held_ops`, its stack copy moved into
+/// `held_copies` (a spare buffer takes its slot), or, past the held copies' bounds, unwound into
+/// `held_stacks`. All keep the oldest unproven ops when full: the op that never completes, the
+/// culprit, is always the oldest of them, however far the host runs ahead.
 #[derive(Default)]
 pub(crate) struct Ring {
     ops: VecDeque<OpRecord>,
@@ -35,11 +60,26 @@ pub(crate) struct Ring {
     known_completed: u64,
     held_ops: VecDeque<OpRecord>,
     held_stacks: VecDeque<(u64, NativeStack)>,
+    /// Copies of unproven ops that left `copies`, oldest first (each names its op by `seq`).
+    held_copies: VecDeque<StackCopy>,
+    /// Buffers of held copies whose ops were proven since, ready for reuse.
+    spare_copies: Vec<StackCopy>,
+    /// Bytes of this ring's buffers counted in [`EXTRA_COPY_BYTES`].
+    extra_bytes: usize,
     /// Round robin; each copy holds the op its `seq` names.
     copies: Vec<StackCopy>,
     next_copy: usize,
     /// The stream's markers so far, for the marker policy (`record::policy`).
     pub(crate) marks: super::policy::Marks,
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        let bytes = self.extra_bytes;
+        let _ = EXTRA_COPY_BYTES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            Some(n.saturating_sub(bytes))
+        });
+    }
 }
 
 impl Ring {
@@ -64,7 +104,30 @@ impl Ring {
         while self.held_stacks.front().is_some_and(|h| h.0 <= known) {
             self.held_stacks.pop_front();
         }
+        while self.held_copies.front().is_some_and(|c| c.seq <= known) {
+            if let Some(c) = self.held_copies.pop_front() {
+                self.spare_copies.push(c);
+            }
+        }
         seq > known
+    }
+
+    /// A buffer to hold a leaving copy's place: a spare one, else a new one of `bytes` while the
+    /// held copies' bounds allow (the only allocation after the first [`STACK_COPIES`] ops, and
+    /// only while the stream runs further behind than it ever did).
+    fn spare_copy(&mut self, bytes: usize) -> Option<StackCopy> {
+        if self.held_copies.len() >= HELD_COPIES {
+            return None;
+        }
+        if let Some(c) = self.spare_copies.pop() {
+            return Some(c);
+        }
+        let grown = EXTRA_COPY_BYTES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n + bytes <= HELD_COPY_BYTES).then_some(n + bytes)
+        });
+        grown.ok()?;
+        self.extra_bytes += bytes;
+        Some(StackCopy::new(bytes))
     }
 
     /// Appends `op` with the next sequence number (returned), keeping at most `capacity` ops and
@@ -122,19 +185,22 @@ impl Ring {
         let leaving = self.copies[i].seq;
         // `unproven` first: it also forgets held stacks proven by now, making room. Without
         // progress markers only a host synchronization proves anything: every op would stay
-        // unproven until then and be unwound here, on the launching thread (1.2 to 4.2 µs each
-        // in PyTorch), which made a GPU-bound training step 38% slower with markers off than
-        // without cudablame. Then no stack is held: the verdict can only be a suspect among all
-        // ops since the last synchronization, and the newest ops keep their copies.
-        if leaving != 0
-            && crate::config::markers_enabled()
-            && self.unproven(leaving, completed)
-            && self.held_stacks.len() < HELD_STACKS
-        {
-            let depth = crate::config::get().stack_depth;
-            super::cost::held_unwind();
-            self.held_stacks
-                .push_back((leaving, self.copies[i].unwind(depth)));
+        // unproven until then (an unwind here, on the launching thread, costs 1.2 to 4.2 µs in
+        // PyTorch; it made a GPU-bound training step 38% slower with markers off than without
+        // cudablame). Then no stack is held: the verdict can only be a suspect among all ops
+        // since the last synchronization, and the newest ops keep their copies.
+        if leaving != 0 && crate::config::markers_enabled() && self.unproven(leaving, completed) {
+            if let Some(spare) = self.spare_copy(bytes) {
+                // The copy moves to the held list whole; the slot takes the spare buffer.
+                let held = std::mem::replace(&mut self.copies[i], spare);
+                super::cost::held_copy();
+                self.held_copies.push_back(held);
+            } else if self.held_stacks.len() < HELD_STACKS {
+                let depth = crate::config::get().stack_depth;
+                super::cost::held_unwind();
+                self.held_stacks
+                    .push_back((leaving, self.copies[i].unwind(depth)));
+            }
         }
         self.copies[i].fill(seq, regs);
     }
@@ -150,7 +216,9 @@ impl Ring {
             .chain(self.ops.iter())
             .map(|&(mut o)| {
                 if o.stack == StackRef::Copied {
-                    let copy = self.copies.iter().find(|c| c.seq == o.seq);
+                    let copy = (self.copies.iter())
+                        .chain(self.held_copies.iter())
+                        .find(|c| c.seq == o.seq);
                     let held = self.held_stacks.iter().find(|h| h.0 == o.seq);
                     o.stack = match (copy, held) {
                         (Some(c), _) => crate::stack::keep(c.unwind(depth)),
@@ -228,5 +296,62 @@ mod tests {
         }
         assert!(ring.held_ops.is_empty());
         assert_eq!(ring.view_ops(16).len(), 16);
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn unproven_ops_keep_their_stack_copies_without_unwinding() {
+        let _serial = crate::stack::unwind::TEST_LOCK.lock();
+        let mut ring = Ring::default();
+        let regs = EntryRegs::here();
+        let completed = Cell::new(0u64);
+        let done = || completed.get();
+        // 300 launches behind a blocked stream: the 268 that leave the newest 32 copies are
+        // held as copies, none unwound.
+        for _ in 0..300 {
+            ring.push(op(), 16, Some((&regs, 4096)), &done);
+        }
+        assert_eq!(ring.held_copies.len(), 300 - STACK_COPIES);
+        assert!(ring.held_stacks.is_empty());
+        assert_eq!(ring.held_copies.front().map(|c| c.seq), Some(1));
+        // The oldest (the culprit if the context dies now) is unwound only in a view, and
+        // reads this test's frame like the newest does.
+        let ops = ring.view_ops(16);
+        let first = ops.iter().find(|o| o.seq == 1).expect("op 1 held");
+        let last = ops.last().expect("ops");
+        let first_stack = crate::stack::kept(first.stack);
+        let last_stack = crate::stack::kept(last.stack);
+        assert!(first_stack.ips().len() >= 2, "held copy unwound");
+        assert_eq!(&*first_stack.ips(), &*last_stack.ips());
+        // Proven: the held buffers become spares and are reused, nothing new is allocated.
+        completed.set(300);
+        let extra = ring.extra_bytes;
+        for _ in 0..300 {
+            ring.push(op(), 16, Some((&regs, 4096)), &done);
+        }
+        assert_eq!(ring.held_copies.len(), 300 - STACK_COPIES);
+        assert_eq!(ring.held_copies.front().map(|c| c.seq), Some(301));
+        assert_eq!(ring.extra_bytes, extra);
+        assert_eq!(extra, (300 - STACK_COPIES) * 4096);
+    }
+
+    #[test]
+    fn held_copies_are_bounded_then_unwound() {
+        let _serial = crate::stack::unwind::TEST_LOCK.lock();
+        let mut ring = Ring::default();
+        let regs = EntryRegs::here();
+        let done = || 0u64;
+        let n = STACK_COPIES + HELD_COPIES + 10;
+        for _ in 0..n {
+            ring.push(op(), 16, Some((&regs, 4096)), &done);
+        }
+        assert_eq!(ring.held_copies.len(), HELD_COPIES);
+        assert_eq!(ring.held_stacks.len(), 10);
+        // Oldest first in both: the culprit is op 1.
+        assert_eq!(ring.held_copies.front().map(|c| c.seq), Some(1));
+        assert_eq!(
+            ring.held_stacks.front().map(|h| h.0),
+            Some(HELD_COPIES as u64 + 1)
+        );
     }
 }

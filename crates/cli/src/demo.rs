@@ -308,13 +308,13 @@ impl Demo {
 }
 
 /// The host's own work between two launches (preparing the next step, as a data-loading loop
-/// does): 300 us. It also makes the demo's report `exact` under the default marker budget
-/// (`CUDABLAME_MARKERS=budget` puts a progress marker after an op once 100 us of host time have
+/// does): 600 us. It also makes the demo's report `exact` under the default marker budget
+/// (`CUDABLAME_MARKERS=budget` puts a progress marker after an op once 500 us of host time have
 /// passed since the stream's last one), as it is in host-bound programs; launches back to back
 /// would give "one of these N ops". The launches after the faulty one follow it at once, so the
 /// error comes back from the read-back copy, as it does in most programs.
 fn host_work() {
-    std::thread::sleep(std::time::Duration::from_micros(300));
+    std::thread::sleep(std::time::Duration::from_micros(600));
 }
 
 /// Launches `times` kernels, each after [`host_work`] when `work` is set, and says so if a launch
