@@ -10,7 +10,8 @@
 //! the "other" share it reports. Ticks become ns at
 //! exit, scaled by `CLOCK_MONOTONIC` over the whole run (elsewhere the clock is used directly).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Once;
 
 /// A timed part of recording one op.
@@ -29,16 +30,103 @@ pub(crate) enum Phase {
 }
 
 const PHASES: usize = 5;
-static TICKS: [AtomicU64; PHASES] = [const { AtomicU64::new(0) }; PHASES];
-static OPS: AtomicU64 = AtomicU64::new(0);
-static STACK_BYTES: AtomicU64 = AtomicU64::new(0);
-static PYTHON_FRAMES: AtomicU64 = AtomicU64::new(0);
-static MARKED: AtomicU64 = AtomicU64::new(0);
-static HELD_UNWINDS: AtomicU64 = AtomicU64::new(0);
-static HELD_COPIES: AtomicU64 = AtomicU64::new(0);
-/// Markers taken by the driver, by `policy::Why`.
-static MARKED_WHY: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+const REASONS: usize = super::policy::WHY_NAMES.len();
+
+/// One thread's counters. Written only by their thread (a relaxed load and store, no
+/// read-modify-write: with shared atomic counters an op paid about 10 locked instructions, and
+/// threads launching at once bounced their cache lines, which the stats then counted as
+/// "other"); read by the exit handler. Threads' counters are never freed (a few hundred bytes
+/// per thread that ever recorded an op while measuring) and are found through a lock-free list.
+struct Counters {
+    ticks: [AtomicU64; PHASES],
+    ops: AtomicU64,
+    stack_bytes: AtomicU64,
+    python_frames: AtomicU64,
+    marked: AtomicU64,
+    held_unwinds: AtomicU64,
+    held_copies: AtomicU64,
+    /// Markers taken by the driver, by `policy::Why`.
+    marked_why: [AtomicU64; REASONS],
+    next: AtomicPtr<Counters>,
+}
+
+impl Counters {
+    const fn new() -> Counters {
+        Counters {
+            ticks: [const { AtomicU64::new(0) }; PHASES],
+            ops: AtomicU64::new(0),
+            stack_bytes: AtomicU64::new(0),
+            python_frames: AtomicU64::new(0),
+            marked: AtomicU64::new(0),
+            held_unwinds: AtomicU64::new(0),
+            held_copies: AtomicU64::new(0),
+            marked_why: [const { AtomicU64::new(0) }; REASONS],
+            next: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+}
+
+/// Adds `n` to a counter of this thread's own (`shared`: the fallback counters, which any thread
+/// may write, take a locked add).
+#[inline]
+fn bump(c: &AtomicU64, n: u64, shared: bool) {
+    if shared {
+        c.fetch_add(n, Ordering::Relaxed);
+    } else {
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+}
+
+/// Every thread's counters, newest first.
+static ALL: AtomicPtr<Counters> = AtomicPtr::new(std::ptr::null_mut());
+/// For a thread whose thread-locals are gone (a hook during its exit).
+static SHARED: Counters = Counters::new();
 static AT_EXIT: Once = Once::new();
+
+thread_local! {
+    static MINE: Cell<*const Counters> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Runs `f` with this thread's counters (created and listed at its first use) and whether they
+/// are the shared fallback.
+#[inline]
+fn with(f: impl FnOnce(&Counters, bool)) {
+    let mine = MINE
+        .try_with(|m| {
+            if m.get().is_null() {
+                let c: &'static Counters = Box::leak(Box::new(Counters::new()));
+                let mut head = ALL.load(Ordering::Acquire);
+                loop {
+                    c.next.store(head, Ordering::Relaxed);
+                    let me = c as *const Counters as *mut Counters;
+                    match ALL.compare_exchange(head, me, Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(_) => break,
+                        Err(h) => head = h,
+                    }
+                }
+                m.set(c);
+            }
+            m.get()
+        })
+        .unwrap_or(std::ptr::null());
+    // SAFETY: a non-null pointer came from `Box::leak` above and is never freed.
+    match unsafe { mine.as_ref() } {
+        Some(c) => f(c, false),
+        None => f(&SHARED, true),
+    }
+}
+
+/// The sum of one counter over every thread's and the shared counters.
+fn total(field: impl Fn(&Counters) -> &AtomicU64) -> u64 {
+    let mut sum = field(&SHARED).load(Ordering::Relaxed);
+    let mut p = ALL.load(Ordering::Acquire);
+    // SAFETY: every listed pointer came from `Box::leak` and is never freed.
+    while let Some(c) = unsafe { p.cast_const().as_ref() } {
+        sum = sum.wrapping_add(field(c).load(Ordering::Relaxed));
+        p = c.next.load(Ordering::Acquire);
+    }
+    sum
+}
 
 /// Whether costs are being measured.
 #[inline]
@@ -81,7 +169,8 @@ pub(crate) fn start() -> u64 {
 #[inline]
 pub(crate) fn add(phase: Phase, started: u64) {
     if started != 0 {
-        TICKS[phase as usize].fetch_add(ticks().saturating_sub(started), Ordering::Relaxed);
+        let n = ticks().saturating_sub(started);
+        with(|c, shared| bump(&c.ticks[phase as usize], n, shared));
     }
 }
 
@@ -112,10 +201,12 @@ pub(crate) fn op(stack_bytes: usize, python_frames: usize, marked: bool) {
             // SAFETY: registers a plain extern "C" function with no arguments.
             unsafe { libc::atexit(print_at_exit) };
         });
-        OPS.fetch_add(1, Ordering::Relaxed);
-        STACK_BYTES.fetch_add(stack_bytes as u64, Ordering::Relaxed);
-        PYTHON_FRAMES.fetch_add(python_frames as u64, Ordering::Relaxed);
-        MARKED.fetch_add(marked as u64, Ordering::Relaxed);
+        with(|c, shared| {
+            bump(&c.ops, 1, shared);
+            bump(&c.stack_bytes, stack_bytes as u64, shared);
+            bump(&c.python_frames, python_frames as u64, shared);
+            bump(&c.marked, marked as u64, shared);
+        });
     }
 }
 
@@ -124,7 +215,7 @@ pub(crate) fn op(stack_bytes: usize, python_frames: usize, marked: bool) {
 #[inline]
 pub(crate) fn held_unwind() {
     if enabled() {
-        HELD_UNWINDS.fetch_add(1, Ordering::Relaxed);
+        with(|c, shared| bump(&c.held_unwinds, 1, shared));
     }
 }
 
@@ -132,7 +223,7 @@ pub(crate) fn held_unwind() {
 #[inline]
 pub(crate) fn marked_because(why: super::policy::Why) {
     if enabled() {
-        MARKED_WHY[why as usize].fetch_add(1, Ordering::Relaxed);
+        with(|c, shared| bump(&c.marked_why[why as usize], 1, shared));
     }
 }
 
@@ -141,7 +232,7 @@ pub(crate) fn marked_because(why: super::policy::Why) {
 #[inline]
 pub(crate) fn held_copy() {
     if enabled() {
-        HELD_COPIES.fetch_add(1, Ordering::Relaxed);
+        with(|c, shared| bump(&c.held_copies, 1, shared));
     }
 }
 
@@ -160,36 +251,34 @@ fn monotonic_ns() -> u64 {
 /// policy's reason), how many stack copies were held as copies (`held stack copies N`) and how
 /// many were unwound while recording (`held stacks unwound N`); the integration tests read them.
 pub(crate) fn line() -> String {
-    let ops = OPS.load(Ordering::Relaxed).max(1);
+    let n_ops = total(|c| &c.ops);
+    let ops = n_ops.max(1);
     let scale = ns_per_tick();
-    let ns = |p: Phase| (TICKS[p as usize].load(Ordering::Relaxed) as f64 * scale) as u64 / ops;
-    let (stack, python, real, marker, total) = (
+    let ns = |p: Phase| (total(|c| &c.ticks[p as usize]) as f64 * scale) as u64 / ops;
+    let (stack, python, real, marker, whole) = (
         ns(Phase::Stack),
         ns(Phase::Python),
         ns(Phase::RealCall),
         ns(Phase::Marker),
         ns(Phase::Total),
     );
-    let other = total.saturating_sub(stack + python + real + marker);
-    let per = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / ops as f64;
-    let why = (super::policy::WHY_NAMES.iter())
-        .zip(MARKED_WHY.iter())
-        .map(|(name, n)| format!("{name} {}", n.load(Ordering::Relaxed)))
+    let other = whole.saturating_sub(stack + python + real + marker);
+    let per = |n: u64| n as f64 / ops as f64;
+    let why = (super::policy::WHY_NAMES.iter().enumerate())
+        .map(|(i, name)| format!("{name} {}", total(|c| &c.marked_why[i])))
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "cudablame stats: {} recorded ops; mean ns per op: total {total} = real call {real} + \
+        "cudablame stats: {n_ops} recorded ops; mean ns per op: total {whole} = real call {real} + \
          cudablame {} (native stack copy {stack} for {:.0} bytes; python {python} for {:.1} frames; \
-         marker {marker}; other {other}); marked {} of {} ops ({why}); held stacks unwound {}; \
+         marker {marker}; other {other}); marked {} of {n_ops} ops ({why}); held stacks unwound {}; \
          held stack copies {}",
-        OPS.load(Ordering::Relaxed),
-        total.saturating_sub(real),
-        per(&STACK_BYTES),
-        per(&PYTHON_FRAMES),
-        MARKED.load(Ordering::Relaxed),
-        OPS.load(Ordering::Relaxed),
-        HELD_UNWINDS.load(Ordering::Relaxed),
-        HELD_COPIES.load(Ordering::Relaxed),
+        whole.saturating_sub(real),
+        per(total(|c| &c.stack_bytes)),
+        per(total(|c| &c.python_frames)),
+        total(|c| &c.marked),
+        total(|c| &c.held_unwinds),
+        total(|c| &c.held_copies),
     )
 }
 
