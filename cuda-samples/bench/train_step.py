@@ -1,9 +1,11 @@
 """train_step.py: ms per training step of a small GPT-style model (benchmark, not a test).
 
-    python3 train_step.py [--size gpt|tiny|gpt,tiny] [--steps N] [--warmup N] [--count]
+    python3 train_step.py [--size gpt|tiny|graph|gpt,tiny,graph] [--steps N] [--warmup N] [--count]
 
-gpt:  6 layers, d=512, 8 heads, bf16, batch 16x256, forward + backward + AdamW (GPU-bound).
-tiny: 2 layers, d=64, batch 2x16: Python dispatch and launches dominate (host-bound).
+gpt:   6 layers, d=512, 8 heads, bf16, batch 16x256, forward + backward + AdamW (GPU-bound).
+tiny:  2 layers, d=64, batch 2x16: Python dispatch and launches dominate (host-bound).
+graph: the gpt step captured whole into one CUDA graph (AdamW capturable), timed per replay
+       (one graph launch per step: what cudablame adds is its cost per replay).
 Several sizes run one after the other in one process (one interpreter start for all). Prints one
 line per size, `<size>_step_ms=<median> <size>_min_ms=<x> <size>_max_ms=<x>`, flushed at once;
 with --count (or BENCH_COUNT_LAUNCHES=1 in the environment) one more step is profiled afterwards
@@ -25,7 +27,7 @@ p.add_argument("--warmup", type=int, default=5)
 p.add_argument("--count", action="store_true", help="count kernel launches of one step (profiler)")
 args = p.parse_args()
 count = args.count or os.environ.get("BENCH_COUNT_LAUNCHES") == "1"
-SIZES = {"gpt": (6, 512, 16, 256), "tiny": (2, 64, 2, 16)}
+SIZES = {"gpt": (6, 512, 16, 256), "tiny": (2, 64, 2, 16), "graph": (6, 512, 16, 256)}
 VOCAB = 4096
 DEV = "cuda"
 
@@ -72,12 +74,14 @@ def count_launches(step):
 
 def bench(size):
     layers, d, batch, seq = SIZES[size]
+    graphed = size == "graph"
     model = GPT(layers, d, seq).to(DEV)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=graphed)
     data = torch.randint(0, VOCAB, (batch, seq + 1), device=DEV)
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        # No autocast weight cache inside a graph capture (PyTorch's CUDA graphs notes).
+        with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=not graphed):
             logits = model(data[:, :-1])
             loss = nn.functional.cross_entropy(
                 logits.reshape(-1, VOCAB).float(), data[:, 1:].reshape(-1)
@@ -87,6 +91,26 @@ def bench(size):
         opt.step()
         return loss
 
+    if graphed:
+        # PyTorch's "whole network capture": warm up on a side stream, capture one step with
+        # the gradients unset (backward then writes them from the graph's pool), replay it.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
+                logits = model(data[:, :-1])
+                loss = nn.functional.cross_entropy(
+                    logits.reshape(-1, VOCAB).float(), data[:, 1:].reshape(-1)
+                )
+            loss.backward()
+            opt.step()
+        step = graph.replay  # noqa: F811  (each timed step is one replay)
     for _ in range(args.warmup):
         step()
     torch.cuda.synchronize()
@@ -109,5 +133,5 @@ def bench(size):
 
 for size in args.size.split(","):
     if size not in SIZES:
-        sys.exit(f"train_step.py: unknown size {size!r} (gpt, tiny)")
+        sys.exit(f"train_step.py: unknown size {size!r} (gpt, tiny, graph)")
     bench(size)
