@@ -25,7 +25,6 @@ pub(crate) fn enqueue(
     let Some((state, mut op)) = prepared else {
         return (real_call(), None);
     };
-    let copy_len = crate::safety::guarded(|| copy_length(entry, op.time_ns)).unwrap_or(0);
     let mut ring = state.ops.lock();
     let called = cost::start();
     let rc = real_call();
@@ -47,8 +46,8 @@ pub(crate) fn enqueue(
             graphs::captured(op);
             return;
         }
-        let copy = stack_copy(cfg, entry, copy_len);
-        copied = copy.map_or(0, |c| c.len);
+        let copy = stack_copy(cfg, entry);
+        copied = copy.map_or(0, |c| c.1);
         op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
         state.issued.store(op.seq, Ordering::Release);
         let marking = cost::start();
@@ -92,32 +91,13 @@ pub(super) fn mark_if_due(
     marked
 }
 
-/// What a recorded op's stack copy is taken from under the configured `CUDABLAME_STACK` mode
-/// (none when off): the entry point's registers, `CUDABLAME_STACK_BYTES` buffers, `len` bytes
-/// ([`copy_length`]).
+/// What a recorded op's stack copy is taken from under the configured `CUDABLAME_STACK` mode:
+/// the entry point's registers and `CUDABLAME_STACK_BYTES` (none when off).
 pub(super) fn stack_copy<'a>(
     cfg: &config::Config,
     entry: &'a EntryRegs,
-    len: usize,
-) -> Option<ring::CopyFrom<'a>> {
-    (cfg.stack == StackMode::Native).then_some(ring::CopyFrom {
-        regs: entry,
-        capacity: cfg.stack_bytes,
-        len,
-    })
-}
-
-/// Bytes of the launching thread's stack to copy for a launch entered with `entry`
-/// (`stack::copy::length`; 0 when stacks are off). Called before the ring is locked: it
-/// sometimes unwinds the live stack.
-pub(super) fn copy_length(entry: &EntryRegs, now_ns: u64) -> usize {
-    let cfg = config::get();
-    match cfg.stack {
-        StackMode::Native => {
-            crate::stack::copy::length(entry, cfg.stack_bytes, cfg.stack_depth, now_ns)
-        }
-        StackMode::Off => 0,
-    }
+) -> Option<(&'a EntryRegs, usize)> {
+    (cfg.stack == StackMode::Native).then_some((entry, cfg.stack_bytes))
 }
 
 pub(super) fn prepare(

@@ -15,15 +15,6 @@
 
 use super::OpRecord;
 use crate::stack::copy::StackCopy;
-
-/// What a launch's stack copy is taken from: the entry point's registers, the copies' buffer
-/// size (`CUDABLAME_STACK_BYTES`) and the bytes to copy (`stack::copy::length`).
-#[derive(Clone, Copy)]
-pub(crate) struct CopyFrom<'a> {
-    pub(crate) regs: &'a EntryRegs,
-    pub(crate) capacity: usize,
-    pub(crate) len: usize,
-}
 use crate::stack::{EntryRegs, NativeStack, StackRef};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -140,22 +131,22 @@ impl Ring {
     }
 
     /// Appends `op` with the next sequence number (returned), keeping at most `capacity` ops and
-    /// [`STACK_COPIES`] stack copies besides the held ones. With `copy`, the launching thread's
-    /// stack is copied for the op.
+    /// [`STACK_COPIES`] stack copies besides the held ones. With `copy` (the entry point's
+    /// registers and the bytes to copy), the launching thread's stack is copied for the op.
     /// `completed`: the highest sequence number now proven complete.
     pub(crate) fn push(
         &mut self,
         mut op: OpRecord,
         capacity: usize,
-        copy: Option<CopyFrom>,
+        copy: Option<(&EntryRegs, usize)>,
         completed: &dyn Fn() -> u64,
     ) -> u64 {
         self.last_seq += 1;
         let seq = self.last_seq;
         op.seq = seq;
-        if let Some(from) = copy {
+        if let Some((regs, bytes)) = copy {
             let copying = super::cost::start();
-            self.copy_stack(seq, from, completed);
+            self.copy_stack(seq, regs, bytes, completed);
             super::cost::add(super::cost::Phase::Stack, copying);
             op.stack = StackRef::Copied;
         }
@@ -174,17 +165,18 @@ impl Ring {
         seq
     }
 
-    fn copy_stack(&mut self, seq: u64, from: CopyFrom, completed: &dyn Fn() -> u64) {
-        let CopyFrom {
-            regs,
-            capacity: bytes,
-            len,
-        } = from;
+    fn copy_stack(
+        &mut self,
+        seq: u64,
+        regs: &EntryRegs,
+        bytes: usize,
+        completed: &dyn Fn() -> u64,
+    ) {
         if self.copies.len() < STACK_COPIES {
             self.copies.push(StackCopy::new(bytes));
             self.next_copy = self.copies.len() % STACK_COPIES;
             if let Some(c) = self.copies.last_mut() {
-                c.fill(seq, regs, len);
+                c.fill(seq, regs);
             }
             return;
         }
@@ -210,7 +202,7 @@ impl Ring {
                     .push_back((leaving, self.copies[i].unwind(depth)));
             }
         }
-        self.copies[i].fill(seq, regs, len);
+        self.copies[i].fill(seq, regs);
     }
 
     /// The ops kept, oldest first: the held ones older than the ring, then the ring. Stacks are
@@ -317,16 +309,7 @@ mod tests {
         // 300 launches behind a blocked stream: the 268 that leave the newest 32 copies are
         // held as copies, none unwound.
         for _ in 0..300 {
-            ring.push(
-                op(),
-                16,
-                Some(CopyFrom {
-                    regs: &regs,
-                    capacity: 4096,
-                    len: 4096,
-                }),
-                &done,
-            );
+            ring.push(op(), 16, Some((&regs, 4096)), &done);
         }
         assert_eq!(ring.held_copies.len(), 300 - STACK_COPIES);
         assert!(ring.held_stacks.is_empty());
@@ -344,16 +327,7 @@ mod tests {
         completed.set(300);
         let extra = ring.extra_bytes;
         for _ in 0..300 {
-            ring.push(
-                op(),
-                16,
-                Some(CopyFrom {
-                    regs: &regs,
-                    capacity: 4096,
-                    len: 4096,
-                }),
-                &done,
-            );
+            ring.push(op(), 16, Some((&regs, 4096)), &done);
         }
         assert_eq!(ring.held_copies.len(), 300 - STACK_COPIES);
         assert_eq!(ring.held_copies.front().map(|c| c.seq), Some(301));
@@ -369,16 +343,7 @@ mod tests {
         let done = || 0u64;
         let n = STACK_COPIES + HELD_COPIES + 10;
         for _ in 0..n {
-            ring.push(
-                op(),
-                16,
-                Some(CopyFrom {
-                    regs: &regs,
-                    capacity: 4096,
-                    len: 4096,
-                }),
-                &done,
-            );
+            ring.push(op(), 16, Some((&regs, 4096)), &done);
         }
         assert_eq!(ring.held_copies.len(), HELD_COPIES);
         assert_eq!(ring.held_stacks.len(), 10);

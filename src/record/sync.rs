@@ -1,6 +1,6 @@
 //! The cold path: `before` and `after` a non-enqueueing call (synchronizations, blocking copies, captures, context teardown).
 
-use super::hot::{copy_length, prepare, stack_copy};
+use super::hot::{prepare, stack_copy};
 use super::*;
 use crate::config::{self};
 use crate::cuda::entry_points::EntryPoint;
@@ -19,12 +19,7 @@ fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &
     let (state, mut op) = prepare(driver, ep, launch);
     op.synchronous = complete;
     let cfg = config::get();
-    let len = if complete {
-        0
-    } else {
-        copy_length(entry, op.time_ns)
-    };
-    let copy = stack_copy(cfg, entry, len).filter(|_| !complete);
+    let copy = stack_copy(cfg, entry).filter(|_| !complete);
     let mut ops = state.ops.lock();
     op.seq = ops.push(op, cfg.ring, copy, &|| state.completed_now());
     state.issued.store(op.seq, Ordering::Release);

@@ -9,56 +9,6 @@
 //! stack words above them are what the launching thread had when it called the driver.
 
 use super::{EntryRegs, NativeStack};
-use std::cell::Cell;
-
-/// A thread's launches between two measurements of how much of its stack a copy needs.
-pub(crate) const MEASURE_EVERY: u32 = 1024;
-
-/// What a thread learned of its launch stacks: the most bytes above the entry point's `rsp`
-/// that an unwind of the configured depth read, with room to spare (0: not measured yet), and
-/// the launches left until the next measurement.
-#[derive(Clone, Copy)]
-struct Reach {
-    bytes: u32,
-    until: u32,
-}
-
-thread_local! {
-    static REACH: Cell<Reach> = const { Cell::new(Reach { bytes: 0, until: 0 }) };
-}
-
-/// Bytes to copy of the calling thread's stack for a launch entered with `regs`: what an unwind
-/// of `depth` frames below the entry point reads, learned from a live unwind at this thread's
-/// first launch and every [`MEASURE_EVERY`]th after it (the largest seen, plus a quarter and
-/// 512 bytes), at most `max` (`CUDABLAME_STACK_BYTES`). Copying 8 KiB cost 240 to 480 ns per
-/// launch on the H200 host (stack phase of `CUDABLAME_STATS`) while a C program's launch
-/// stack unwinds from well under 2 KiB. A launch from a deeper call chain than any measured
-/// gets a copy that is too short: its unwind stops early (fewer native frames, never wrong ones;
-/// the Python frames are kept apart). `regs` must have been read in a live frame of this thread
-/// (`now_ns`: any clock reading, it paces module-list checks).
-pub(crate) fn length(regs: &EntryRegs, max: usize, depth: usize, now_ns: u64) -> usize {
-    REACH
-        .try_with(|r| {
-            let mut reach = r.get();
-            if reach.until == 0 {
-                let mut s = NativeStack::EMPTY;
-                let want = (depth + 1).min(s.capacity());
-                let (_, read) = super::unwind::capture_reach(s.slots(want), now_ns, regs);
-                if read > 0 {
-                    let padded = (read + read / 4 + 512).next_multiple_of(256);
-                    reach.bytes = reach.bytes.max(padded.min(max as u64) as u32);
-                }
-                reach.until = MEASURE_EVERY;
-            }
-            reach.until -= 1;
-            r.set(reach);
-            match reach.bytes {
-                0 => max,
-                b => (b as usize).min(max),
-            }
-        })
-        .unwrap_or(max)
-}
 
 /// A copy of the top of one launch's stack, owned by its stream's ring (`record::streams`).
 pub(crate) struct StackCopy {
@@ -85,18 +35,17 @@ impl StackCopy {
         }
     }
 
-    /// Copies the calling thread's stack from `regs.rsp` upwards (at most `len` bytes and this
-    /// copy's capacity, never past the thread's stack) for op `seq`. `regs` must have been read in
-    /// a frame of this thread that is still live. Leaves the copy empty when the stack bounds are
-    /// unknown.
+    /// Copies the calling thread's stack from `regs.rsp` upwards (at most this copy's capacity,
+    /// never past the thread's stack) for op `seq`. `regs` must have been read in a frame of this
+    /// thread that is still live. Leaves the copy empty when the stack bounds are unknown.
     #[inline]
-    pub(crate) fn fill(&mut self, seq: u64, regs: &EntryRegs, len: usize) {
+    pub(crate) fn fill(&mut self, seq: u64, regs: &EntryRegs) {
         self.seq = seq;
         self.gen = super::unwind::load_generation();
         self.regs = *regs;
         let (lo, hi) = super::unwind::stack_bounds();
         self.len = if regs.rsp >= lo && regs.rsp < hi {
-            ((hi - regs.rsp) as usize).min(self.bytes.len()).min(len)
+            ((hi - regs.rsp) as usize).min(self.bytes.len())
         } else {
             0
         };
@@ -138,7 +87,7 @@ mod tests {
     #[inline(never)]
     fn copied_here(copy: &mut StackCopy) {
         let regs = EntryRegs::here();
-        copy.fill(7, &regs, usize::MAX);
+        copy.fill(7, &regs);
         std::hint::black_box(&*copy); // keeps this frame: not a tail call
     }
 
@@ -175,85 +124,5 @@ mod tests {
         let mut copy = StackCopy::new(16);
         outer(&mut copy);
         assert!(copy.unwind(16).ips().len() <= 2);
-    }
-
-    /// Copies this thread's stack for a launch entered here: the learned length (returned), or
-    /// all of it when `full`.
-    #[inline(never)]
-    fn copy_with(copy: &mut StackCopy, full: bool) -> usize {
-        let regs = EntryRegs::here();
-        let learned = length(&regs, copy.bytes.len(), 4, 0);
-        copy.fill(1, &regs, if full { usize::MAX } else { learned });
-        std::hint::black_box(&*copy);
-        learned
-    }
-
-    /// [`copy_with`] below a frame holding 4 KiB of locals (a deeper call chain).
-    #[inline(never)]
-    fn deeper(copy: &mut StackCopy, full: bool) -> usize {
-        let pad = std::hint::black_box([7u8; 4096]);
-        let learned = copy_with(copy, full);
-        std::hint::black_box(&pad);
-        learned
-    }
-
-    /// Two copies of one call site's stack: the learned length and all of it.
-    fn short_and_full(copy: fn(&mut StackCopy, bool) -> usize) -> (StackCopy, StackCopy, usize) {
-        let mut c = [StackCopy::new(65536), StackCopy::new(65536)];
-        let mut learned = 0;
-        for (i, c) in c.iter_mut().enumerate() {
-            learned = copy(c, i == 1);
-        }
-        let [short, full] = c;
-        (short, full, learned)
-    }
-
-    fn ips(copy: &StackCopy, depth: usize) -> Vec<usize> {
-        copy.unwind(depth).ips().to_vec()
-    }
-
-    #[test]
-    #[cfg(target_arch = "x86_64")]
-    fn a_learned_length_unwinds_to_the_same_frames_as_a_full_copy() {
-        let _serial = super::super::unwind::TEST_LOCK.lock();
-        // A fresh thread: nothing learned yet.
-        std::thread::spawn(|| {
-            let (short, full, learned) = short_and_full(copy_with);
-            assert!(learned > 0 && learned < 65536, "{learned}");
-            assert_eq!(short.len, learned.min(full.len));
-            assert!(ips(&short, 4).len() >= 3);
-            let name = |ip: usize| {
-                let mut n = String::new();
-                backtrace::resolve((ip - 1) as *mut std::ffi::c_void, |sym| {
-                    n = format!("{:?}", sym.name())
-                });
-                n
-            };
-            let names = |c: &StackCopy| ips(c, 4).into_iter().map(name).collect::<Vec<_>>();
-            // The same frames (the two calls may be two call sites of one caller: frame 1's
-            // return addresses can differ, its function cannot).
-            assert_eq!(names(&short), names(&full));
-            assert_eq!(ips(&short, 4)[2..], ips(&full, 4)[2..]);
-        })
-        .join()
-        .unwrap();
-    }
-
-    #[test]
-    #[cfg(target_arch = "x86_64")]
-    fn a_deeper_call_chain_than_measured_loses_frames_never_gets_wrong_ones() {
-        let _serial = super::super::unwind::TEST_LOCK.lock();
-        std::thread::spawn(|| {
-            let learned = copy_with(&mut StackCopy::new(65536), false); // measured, shallow
-                                                                        // The next launches of this thread are not measured (MEASURE_EVERY): one from below
-                                                                        // 4 KiB of locals gets the shallow length.
-            let (short, full, again) = short_and_full(deeper);
-            assert_eq!(again, learned);
-            let (s, f) = (ips(&short, 4), ips(&full, 4));
-            assert!(s.len() < f.len(), "{s:x?} {f:x?}");
-            assert_eq!(s[..], f[..s.len()]);
-        })
-        .join()
-        .unwrap();
     }
 }

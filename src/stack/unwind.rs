@@ -384,25 +384,11 @@ fn refresh_with(now_ns: u64, scan: impl FnOnce() -> Modules) -> Refreshed {
 #[inline(never)]
 pub(crate) fn capture(out: &mut [usize], now_ns: u64, from: Option<&super::EntryRegs>) -> usize {
     let start = from.copied().unwrap_or_else(super::EntryRegs::here);
-    capture_reach(out, now_ns, &start).0
-}
-
-/// [`capture`] from `start`, and how many bytes of the stack above `start.rsp` the unwind read
-/// (0 when it read none): a copy of that many bytes unwinds to the same frames
-/// ([`super::copy::length`]).
-pub(crate) fn capture_reach(
-    out: &mut [usize],
-    now_ns: u64,
-    start: &super::EntryRegs,
-) -> (usize, u64) {
     let (lo, hi) = stack_bounds();
-    let reach = std::cell::Cell::new(0u64);
-    let n = walk(now_ns, *start, lo, hi, out, None, |addr| {
-        reach.set(reach.get().max(addr + 8));
-        // SAFETY: within this thread's own stack, 8-byte aligned (checked by `walk`).
-        unsafe { std::ptr::read_volatile(addr as *const u64) }
-    });
-    (n, reach.get().saturating_sub(start.rsp))
+    // SAFETY: within this thread's own stack, 8-byte aligned (checked by `walk`).
+    walk(now_ns, start, lo, hi, out, None, |addr| unsafe {
+        std::ptr::read_volatile(addr as *const u64)
+    })
 }
 
 /// Return addresses of a copied stack, innermost first, into `out`; returns how many. `bytes`
