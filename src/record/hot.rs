@@ -51,7 +51,7 @@ pub(crate) fn enqueue(
         op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
         state.issued.store(op.seq, Ordering::Release);
         let marking = cost::start();
-        marked = mark_if_due(driver, cfg, &state, &mut ring, &op);
+        marked = mark_if_due(driver, cfg, &state, &mut ring, &op, false);
         cost::add(cost::Phase::Marker, marking);
     });
     drop(ring);
@@ -61,14 +61,15 @@ pub(crate) fn enqueue(
 }
 
 /// Enqueues the progress marker of `op`, the newest op of `ring`, if the marker policy wants one
-/// (`record::policy`; caller holds the ring lock, right after the op); returns whether the
-/// driver took it.
+/// (`record::policy`; caller holds the ring lock, right after the op; `blocking_copy`: `op` is a
+/// blocking copy that proves nothing); returns whether the driver took it.
 pub(super) fn mark_if_due(
     driver: &'static real::Driver,
     cfg: &config::Config,
     state: &StreamState,
     ring: &mut ring::Ring,
     op: &OpRecord,
+    blocking_copy: bool,
 ) -> bool {
     let budget = policy::Budget::with_gap_us(cfg.marker_gap_us);
     let due = policy::should_mark(
@@ -77,7 +78,7 @@ pub(super) fn mark_if_due(
         &ring.marks,
         op.time_ns,
         op.seq,
-        op.launch.kind,
+        blocking_copy,
         || state.marker_value(),
     );
     let marked = due.is_some_and(|_| state.write_marker(driver, op.seq));

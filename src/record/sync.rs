@@ -24,8 +24,8 @@ fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &
     op.seq = ops.push(op, cfg.ring, copy, &|| state.completed_now());
     state.issued.store(op.seq, Ordering::Release);
     if !complete {
-        // A copy: always due under the budget (see `record::policy`).
-        super::hot::mark_if_due(driver, cfg, &state, &mut ops, &op);
+        // A blocking copy that proves nothing: always due under the budget (`record::policy`).
+        super::hot::mark_if_due(driver, cfg, &state, &mut ops, &op, true);
     }
 }
 
