@@ -29,6 +29,8 @@ pub(crate) fn enqueue(
     let called = cost::start();
     let rc = real_call();
     cost::add(cost::Phase::RealCall, called);
+    // When the call returned: the marker budget counts host time between calls only (`policy`).
+    let returned = now_ns();
     if rc != CUDA_SUCCESS {
         drop(ring);
         // Cold: the launch failed by itself and will be reported with its live stack.
@@ -51,7 +53,7 @@ pub(crate) fn enqueue(
         op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
         state.issued.store(op.seq, Ordering::Release);
         let marking = cost::start();
-        marked = mark_if_due(driver, cfg, &state, &mut ring, &op, false);
+        marked = mark_if_due(driver, cfg, &state, &mut ring, &op, returned, false);
         cost::add(cost::Phase::Marker, marking);
     });
     drop(ring);
@@ -61,14 +63,16 @@ pub(crate) fn enqueue(
 }
 
 /// Enqueues the progress marker of `op`, the newest op of `ring`, if the marker policy wants one
-/// (`record::policy`; caller holds the ring lock, right after the op; `blocking_copy`: `op` is a
-/// blocking copy that proves nothing); returns whether the driver took it.
+/// (`record::policy`; caller holds the ring lock, right after the op; `returned_ns`: when the
+/// op's call returned; `blocking_copy`: `op` is a blocking copy that proves nothing); returns
+/// whether the driver took it.
 pub(super) fn mark_if_due(
     driver: &'static real::Driver,
     cfg: &config::Config,
     state: &StreamState,
     ring: &mut ring::Ring,
     op: &OpRecord,
+    returned_ns: u64,
     blocking_copy: bool,
 ) -> bool {
     let budget = policy::Budget::with_gap_us(cfg.marker_gap_us);
@@ -88,7 +92,7 @@ pub(super) fn mark_if_due(
     if let (true, Some(why)) = (marked, due) {
         cost::marked_because(why);
     }
-    ring.marks.note(op.seq, op.time_ns, marked);
+    ring.marks.note(op.seq, op.time_ns, returned_ns, marked);
     marked
 }
 

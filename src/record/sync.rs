@@ -25,7 +25,8 @@ fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &
     state.issued.store(op.seq, Ordering::Release);
     if !complete {
         // A blocking copy that proves nothing: always due under the budget (`record::policy`).
-        super::hot::mark_if_due(driver, cfg, &state, &mut ops, &op, true);
+        // Recorded after the call returned: its time is its return.
+        super::hot::mark_if_due(driver, cfg, &state, &mut ops, &op, op.time_ns, true);
     }
 }
 
