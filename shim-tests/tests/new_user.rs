@@ -754,7 +754,7 @@ fn a_library_that_is_not_cudablame_is_refused_and_every_lib_refusal_says_so() {
     let missing = dir.join("libcudablame.so");
     let program = ["sh", "-c", "echo PROGRAM-RAN"];
     for (lib, said) in [
-        (s(&other), "is not a cudablame library"),
+        (s(&other), "is a shared library but not a cudablame library"),
         (s(&dir), "is a folder, not a library"),
         (s(&missing), "does not exist"),
     ] {

@@ -176,7 +176,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     let lib = match crate::locate::library(args.lib.as_deref()) {
         Ok(lib) => lib,
         Err(e) => {
-            eprintln!("cudablame run: {e}");
+            eprintln!("cudablame run: {e} (the program was not started)");
             return ExitCode::from(127);
         }
     };
