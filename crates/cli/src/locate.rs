@@ -302,7 +302,7 @@ mod tests {
         let empty = d.path().join("empty.so");
         std::fs::write(&empty, "").unwrap();
         assert!(check_library(&empty, "--lib").is_err());
-        // A real shared library passes (libc, wherever this system keeps it).
+        // A real shared library, but not cudablame's (libc, wherever this system keeps it).
         let libc = [
             "/lib/x86_64-linux-gnu/libc.so.6",
             "/lib64/libc.so.6",
@@ -312,7 +312,11 @@ mod tests {
         .map(Path::new)
         .find(|p| p.is_file());
         if let Some(libc) = libc {
-            check_library(libc, "--lib").unwrap();
+            let e = check_library(libc, "--lib").unwrap_err();
+            assert!(
+                e.contains("is a shared library but not a cudablame library"),
+                "{e}"
+            );
         }
     }
 }
