@@ -718,33 +718,10 @@ pub(crate) fn cap_for_unseen_work(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cuda::entry_points::EntryPoint;
-    use crate::record::{Launch, StreamId};
-    use crate::stack::StackRef;
+    use crate::record::StreamId;
 
     fn op(seq: u64, kind: OpKind, time_ns: u64) -> OpRecord {
-        OpRecord {
-            seq,
-            launch: Launch {
-                kind,
-                handle: seq as usize,
-                grid: [1, 1, 1],
-                block: [32, 1, 1],
-                shared_mem_bytes: 0,
-                bytes: 0,
-                stream: 0,
-            },
-            entry_point: EntryPoint::cuLaunchKernel,
-            stream: StreamId::Legacy,
-            context: 1,
-            device: 0,
-            thread: 7,
-            time_ns,
-            synchronous: false,
-            marked: true,
-            stack: StackRef::None,
-            python: crate::stack::python::PythonStack::EMPTY,
-        }
+        OpRecord::for_test(seq, kind, time_ns)
     }
 
     fn stream(

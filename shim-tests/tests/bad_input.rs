@@ -257,6 +257,16 @@ fn unwritable_report_paths_get_one_line() {
                 "the text report still comes: {}",
                 r.stderr
             );
+            if var == "CUDABLAME_REPORT" {
+                // No JSON was written: the cut stacks do not send the reader to one.
+                assert!(!r.stderr.contains("in the JSON report"), "{}", r.stderr);
+                assert!(
+                    r.stderr
+                        .contains("more frames not shown: no JSON report was written"),
+                    "{}",
+                    r.stderr
+                );
+            }
             tried += 1;
         }
     }

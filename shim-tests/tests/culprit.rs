@@ -246,6 +246,25 @@ fn a_launch_that_fails_by_itself_is_its_own_culprit() {
         .iter()
         .any(|n| n == "launch_bad_kernel"));
     assert_eq!(rep["reporting_call"]["entry_point"], "cuLaunchKernel");
+    // The driver refused it, so it was never enqueued and has no sequence number: the JSON has
+    // none (it once said 0, a number no op has) and the text numbers it nowhere (it said `#0`).
+    // Before it the legacy stream holds #1 (a copy) and #2 (the warm-up launch): the refused
+    // launch did not take #3.
+    assert!(r.culprit().get("seq").is_none(), "{}", r.culprit());
+    assert!(!r.stderr.contains("#0 kernel"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("culprit [Exact]: kernel quick (not enqueued)"),
+        "{}",
+        r.stderr
+    );
+    let legacy = rep["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stream"] == "legacy")
+        .unwrap();
+    assert_eq!(legacy["issued"], 2, "{legacy}");
     // The text says the launch failed by itself, not that it "only noticed" an earlier error.
     assert!(
         r.stderr

@@ -619,3 +619,197 @@ fn the_command_alone_carries_its_library_and_simulated_driver() {
         err(&o)
     );
 }
+
+// ---- leftovers of the new-user trial and a review (branch `leftovers`).
+
+/// A copy of `scripts/cudablame` in `root/scripts/` beside a stand-in `cargo` on `PATH` that
+/// "builds" `root/target/release/cudablame` (a script printing its arguments): the launcher's
+/// own lines are what is left on stderr.
+fn launcher_at(root: &Path) -> (PathBuf, String) {
+    let scripts = root.join("scripts");
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&scripts).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let launcher = scripts.join("cudablame");
+    std::fs::copy(repo.join("scripts/cudablame"), &launcher).unwrap();
+    let cargo = bin.join("cargo");
+    std::fs::write(
+        &cargo,
+        format!(
+            "#!/bin/sh\nmkdir -p '{0}/target/release'\n\
+             printf '#!/bin/sh\\necho \"BUILT-COMMAND $*\"\\n' > '{0}/target/release/cudablame'\n\
+             chmod +x '{0}/target/release/cudablame'\n",
+            s(root)
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", s(&bin), std::env::var("PATH").unwrap_or_default());
+    (launcher, path)
+}
+
+#[test]
+fn the_launcher_says_it_is_building_on_its_first_run_and_nothing_once_built() {
+    let root = fresh("launcher-first-run");
+    let (launcher, path) = launcher_at(&root);
+    let o = cli_in(&launcher, &["demo"], &[("PATH", &path)]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    // The first build takes minutes (about 6 on 2 cores): one line first, on stderr.
+    assert_eq!(
+        err(&o),
+        "building cudablame (first run: a few minutes)...\n",
+        "{}",
+        err(&o)
+    );
+    assert_eq!(out(&o), "BUILT-COMMAND demo\n");
+    // Built: the command's own output only, as before.
+    let o = cli_in(&launcher, &["run", "--", "./app"], &[("PATH", &path)]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(err(&o), "");
+    assert_eq!(out(&o), "BUILT-COMMAND run -- ./app\n");
+}
+
+/// What the program saw of the report settings, and its exit status 3.
+const SAYS_SETTINGS: &str =
+    "echo PROGRAM-RAN; echo \"REPORT=${CUDABLAME_REPORT-unset} TRACE=${CUDABLAME_TRACE-unset}\"; exit 3";
+
+#[test]
+fn an_unwritable_report_variable_warns_and_runs_the_program_with_the_default() {
+    let dir = fresh("report-variable");
+    let file = dir.join("afile");
+    std::fs::write(&file, "x").unwrap();
+    let bad = file.join("r-%p.json");
+    let bad_trace = file.join("t-%p.json");
+    let o = cli_at(
+        &dir,
+        &["run", "--", "sh", "-c", SAYS_SETTINGS],
+        &[
+            ("CUDABLAME_REPORT", s(&bad)),
+            ("CUDABLAME_TRACE", s(&bad_trace)),
+        ],
+    );
+    // The program ran, with its own exit status; the bad paths were replaced by the defaults.
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert_eq!(
+        out(&o),
+        "PROGRAM-RAN\nREPORT=cudablame-%h-%p.json TRACE=off\n",
+        "{}",
+        err(&o)
+    );
+    let e = err(&o);
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(lines.len(), 2, "{e}");
+    assert!(
+        lines[0].starts_with("cudablame run: CUDABLAME_REPORT="),
+        "{e}"
+    );
+    assert!(lines[0].contains(&format!("{} is a file", s(&file))), "{e}");
+    assert!(
+        lines[0].ends_with("using the default report path cudablame-%h-%p.json"),
+        "{e}"
+    );
+    assert!(
+        lines[1].starts_with("cudablame run: CUDABLAME_TRACE="),
+        "{e}"
+    );
+    assert!(lines[1].ends_with("no trace is written"), "{e}");
+    assert!(!e.contains("--report"), "{e}");
+    // In a folder that cannot hold the default either: no JSON report, the program still runs.
+    let o = cli_at(
+        Path::new("/proc"),
+        &["run", "--", "sh", "-c", SAYS_SETTINGS],
+        &[("CUDABLAME_REPORT", s(&bad))],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert_eq!(out(&o), "PROGRAM-RAN\nREPORT=off TRACE=unset\n");
+    assert_eq!(err(&o).lines().count(), 1, "{}", err(&o));
+    assert!(
+        err(&o).contains("cannot write in the current folder")
+            && err(&o).trim_end().ends_with("no JSON report is written"),
+        "{}",
+        err(&o)
+    );
+    // An explicit --report is still refused before the program starts (exit 2).
+    let o = cli_at(
+        &dir,
+        &["run", "--report", s(&bad), "--", "sh", "-c", SAYS_SETTINGS],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(!out(&o).contains("PROGRAM-RAN"));
+    assert!(
+        err(&o).contains("(the program was not started)"),
+        "{}",
+        err(&o)
+    );
+}
+
+#[test]
+fn a_library_that_is_not_cudablame_is_refused_and_every_lib_refusal_says_so() {
+    let dir = fresh("lib-not-cudablame");
+    // An ELF shared library of the right kind, but another one: the simulated driver.
+    let other = target_dir().join("libfakecuda.so");
+    let missing = dir.join("libcudablame.so");
+    let program = ["sh", "-c", "echo PROGRAM-RAN"];
+    for (lib, said) in [
+        (s(&other), "is a shared library but not a cudablame library"),
+        (s(&dir), "is a folder, not a library"),
+        (s(&missing), "does not exist"),
+    ] {
+        let mut args = vec!["run", "--lib", lib, "--"];
+        args.extend(program);
+        let o = cli(&args);
+        assert_eq!(o.status.code(), Some(127), "{lib}: {}", err(&o));
+        assert!(!out(&o).contains("PROGRAM-RAN"), "ran: {lib}");
+        let e = err(&o);
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(e.contains(said), "{e}");
+        assert!(
+            e.trim_end().ends_with("(the program was not started)"),
+            "{e}"
+        );
+    }
+    // The real one is taken.
+    let lib = target_dir().join("libcudablame.so");
+    let mut args = vec!["run", "--report", "off", "--lib", s(&lib), "--"];
+    args.extend(program);
+    let o = cli(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(out(&o).contains("PROGRAM-RAN"));
+}
+
+#[test]
+fn the_jupyter_kernel_keeps_the_users_preload() {
+    let dir = fresh("jupyter-preload");
+    let lib = target_dir().join("libcudablame.so");
+    // libm.so.6 is in every process already: preloading it changes nothing for the command.
+    let o = cli_in(
+        &cudablame(),
+        &[
+            "jupyter",
+            "install",
+            "--python",
+            "python3",
+            "--prefix",
+            s(&dir),
+            "--report",
+            s(&dir.join("r-%p.json")),
+            "--lib",
+            s(&lib),
+        ],
+        &[("LD_PRELOAD", "libm.so.6")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let spec = dir.join("share/jupyter/kernels/cudablame/kernel.json");
+    let spec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
+    // As `run` does: cudablame's library first, the user's kept after it.
+    let canonical = lib.canonicalize().unwrap();
+    assert_eq!(
+        spec["env"]["LD_PRELOAD"],
+        format!("{}:libm.so.6", s(&canonical)),
+        "{spec}"
+    );
+}

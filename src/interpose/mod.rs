@@ -8,6 +8,8 @@
 //!   variant, e.g. `_ptsz`) and wrap what it returned, chosen by the returned address.
 //! - the driver symbols themselves ([`exports`]), for programs linked with `-lcuda`.
 //!
+//! Also exported: `cudablame_version` ([`version`]), by which the command knows the library.
+//!
 //! Every export catches panics around cudablame's own work and always returns the real result.
 //!
 //! Lookups keep the caller's point of view: `dlsym(RTLD_NEXT | RTLD_DEFAULT, ...)` jumps straight
@@ -23,6 +25,7 @@ mod errstr;
 pub(crate) mod exports;
 mod pthread;
 mod resolvers;
+mod version;
 
 use crate::cuda::entry_points::EntryPoint;
 use crate::cuda::*;

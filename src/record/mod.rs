@@ -62,6 +62,38 @@ pub(crate) struct OpRecord {
     pub(crate) python: crate::stack::python::PythonStack,
 }
 
+#[cfg(test)]
+impl OpRecord {
+    /// A test op (for `blame`'s tests): `seq` of `kind` on the legacy stream of context 1,
+    /// device 0, thread 7, launched at `time_ns` (ns) by `cuLaunchKernel` with grid (1,1,1) and
+    /// block (32,1,1), its progress marker enqueued, no stack; the handle is `seq`, so every op
+    /// is its own kernel.
+    pub(crate) fn for_test(seq: u64, kind: OpKind, time_ns: u64) -> Self {
+        OpRecord {
+            seq,
+            launch: Launch {
+                kind,
+                handle: seq as usize,
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                shared_mem_bytes: 0,
+                bytes: 0,
+                stream: 0,
+            },
+            entry_point: EntryPoint::cuLaunchKernel,
+            stream: StreamId::Legacy,
+            context: 1,
+            device: 0,
+            thread: 7,
+            time_ns,
+            synchronous: false,
+            marked: true,
+            stack: StackRef::None,
+            python: crate::stack::python::PythonStack::EMPTY,
+        }
+    }
+}
+
 /// Streams with an active capture (begun and not yet ended), process-wide. While it is 0 no
 /// stream can be capturing and the per-launch `cuStreamIsCapturing` check is skipped.
 static CAPTURES_ACTIVE: AtomicUsize = AtomicUsize::new(0);

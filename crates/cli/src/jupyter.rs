@@ -155,14 +155,17 @@ fn python_executable(python: &str) -> Result<(String, bool), String> {
     Ok((exe, lines.next().map(str::trim) == Some("True")))
 }
 
-/// The kernelspec's `kernel.json`.
-fn kernel_json(python: &str, display: &str, lib: &Path, report: &str) -> serde_json::Value {
+/// The kernelspec's `kernel.json`. `preload` is the `LD_PRELOAD` the kernel gets: the library
+/// first, what the user had at install time kept after it (as `run` does). Jupyter sets a
+/// kernelspec's `env` over its own environment, so the user's value must be written here or it
+/// is lost.
+fn kernel_json(python: &str, display: &str, preload: &str, report: &str) -> serde_json::Value {
     json!({
         "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": display,
         "language": "python",
         "env": {
-            "LD_PRELOAD": lib.display().to_string(),
+            "LD_PRELOAD": preload,
             "CUDABLAME_REPORT": report,
         },
         "metadata": { "debugger": true, MARKER: { "version": env!("CARGO_PKG_VERSION") } },
@@ -195,17 +198,18 @@ fn install(a: InstallArgs) -> Result<String, String> {
         .unwrap_or_else(|| "Python 3 (cudablame)".to_string());
     let dir = kernels_dir(&a.at)?.join(&a.at.name);
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let spec = kernel_json(&python, &display, &lib, &report);
+    let existing = std::env::var("LD_PRELOAD").ok();
+    let preload = crate::common::preload_value(&lib, existing.as_deref());
+    let spec = kernel_json(&python, &display, &preload, &report);
     let text = serde_json::to_string_pretty(&spec).map_err(|e| e.to_string())? + "\n";
     let file = dir.join("kernel.json");
     std::fs::write(&file, text).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     let mut message = format!(
-        "installed kernel {:?} (\"{display}\") in {}\n  python:  {python}\n  preload: {}\n  \
+        "installed kernel {:?} (\"{display}\") in {}\n  python:  {python}\n  preload: {preload}\n  \
          reports: {report}\nA sticky CUDA error in a cell now names its culprit in the cell's \
          error message; the full report goes to the reports path.",
         a.at.name,
         dir.display(),
-        lib.display()
     );
     if !has_ipykernel {
         message.push_str(&format!(
@@ -246,7 +250,7 @@ mod tests {
         let spec = kernel_json(
             "/env/bin/python3",
             "Python 3 (cudablame)",
-            Path::new("/opt/lib/libcudablame.so"),
+            "/opt/lib/libcudablame.so",
             "/r/cudablame-%h-%p.json",
         );
         assert_eq!(

@@ -68,9 +68,10 @@ pub fn library(explicit: Option<&Path>) -> Result<PathBuf, String> {
     find(LIB, &[], embedded::LIB)
 }
 
-/// Whether `path` (given by `source`) is a file that the dynamic loader can preload: it exists,
-/// is not a folder, and starts with the ELF header of a 64-bit shared object (`e_ident` and
-/// `e_type == ET_DYN`, System V ABI, ELF header). The error is one line naming the problem.
+/// Whether `path` (given by `source`) is a cudablame library that the dynamic loader can preload:
+/// it exists, is not a folder, starts with the ELF header of a 64-bit shared object (`e_ident`
+/// and `e_type == ET_DYN`, System V ABI, ELF header) and exports [`VERSION_SYMBOL`]. The error is
+/// one line naming the problem.
 pub fn check_library(path: &Path, source: &str) -> Result<(), String> {
     use std::io::Read;
     let name = path.display();
@@ -102,10 +103,38 @@ pub fn check_library(path: &Path, source: &str) -> Result<(), String> {
             "not a shared library (no ELF header)"
         };
         return Err(format!(
-            "{name} ({source}) is {what}: give the path of libcudablame.so (the program was not started)"
+            "{name} ({source}) is {what}: give the path of libcudablame.so"
         ));
     }
-    Ok(())
+    // A shared library, but another one (the driver, another tool's): it would be preloaded
+    // and the program would run unwatched. Only libcudablame.so exports `cudablame_version`
+    // (src/interpose/version.rs), in the dynamic symbol table that ld.so itself looks names up in.
+    match exports(path, VERSION_SYMBOL) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!(
+            "{name} ({source}) is a shared library but not a cudablame library (it does not \
+             export {VERSION_SYMBOL}): give the path of libcudablame.so"
+        )),
+        Err(e) => Err(format!(
+            "{name} ({source}) cannot be read as a shared library: {e}"
+        )),
+    }
+}
+
+/// The symbol only libcudablame.so exports (its version string; src/interpose/version.rs).
+pub const VERSION_SYMBOL: &str = "cudablame_version";
+
+/// Whether the ELF file at `path` defines `symbol` in its dynamic symbol table (`.dynsym`, System V
+/// ABI "Symbol Table"), read with the `object` crate without loading the whole file.
+fn exports(path: &Path, symbol: &str) -> Result<bool, String> {
+    use object::{Object, ObjectSymbol};
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let cache = object::ReadCache::new(file);
+    let elf = object::File::parse(&cache).map_err(|e| e.to_string())?;
+    let found = elf
+        .dynamic_symbols()
+        .any(|s| !s.is_undefined() && s.name() == Ok(symbol));
+    Ok(found)
 }
 
 /// The simulated driver, looked for beside `lib` first.
@@ -273,7 +302,7 @@ mod tests {
         let empty = d.path().join("empty.so");
         std::fs::write(&empty, "").unwrap();
         assert!(check_library(&empty, "--lib").is_err());
-        // A real shared library passes (libc, wherever this system keeps it).
+        // A real shared library, but not cudablame's (libc, wherever this system keeps it).
         let libc = [
             "/lib/x86_64-linux-gnu/libc.so.6",
             "/lib64/libc.so.6",
@@ -283,7 +312,11 @@ mod tests {
         .map(Path::new)
         .find(|p| p.is_file());
         if let Some(libc) = libc {
-            check_library(libc, "--lib").unwrap();
+            let e = check_library(libc, "--lib").unwrap_err();
+            assert!(
+                e.contains("is a shared library but not a cudablame library"),
+                "{e}"
+            );
         }
     }
 }

@@ -102,47 +102,99 @@ fn check_report_folder(pattern: &str) -> Result<(), String> {
         })
 }
 
+/// Whether `pattern` asks for no file (`off`, or blank: the library then warns and takes its
+/// default, src/config.rs).
+fn no_path(pattern: &str) -> bool {
+    let p = pattern.trim();
+    p.is_empty() || p.eq_ignore_ascii_case("off")
+}
+
+/// Settles one output path (the JSON report, the trace) before the program starts, and returns
+/// the value to give the program's `var`, if any (`None`: leave the environment as it is).
+/// - An option given (`--report`, `--trace`) whose folder cannot be made or written: one line,
+///   and `Err` with exit status 2 (the program is not started: the user just asked for it).
+/// - The variable (`CUDABLAME_REPORT`, `CUDABLAME_TRACE`) naming such a folder: bad configuration
+///   gives one line and the default (the brief): the report goes to `default` when that can be
+///   written, else nowhere (`off`); the program runs either way.
+/// - Neither: the `default` report path in the current folder must be writable (else exit 2, as
+///   for `--report`: nothing would tell the user at fault time that the report was lost).
+fn settle(
+    option: &str,
+    given: Option<&str>,
+    var: &str,
+    default: Option<&str>,
+) -> Result<Option<String>, ExitCode> {
+    let refuse = |e: String, shown: String| {
+        eprintln!(
+            "cudablame run: {e} ({shown}): give a writable one with {option}, or {option} off \
+             (the program was not started)"
+        );
+        Err(ExitCode::from(2))
+    };
+    if let Some(p) = given {
+        if let Some(e) = (!no_path(p))
+            .then(|| check_report_folder(p).err())
+            .flatten()
+        {
+            return refuse(e, format!("{option} {p}"));
+        }
+        return Ok(Some(p.to_string()));
+    }
+    let from_env = std::env::var(var).ok();
+    match from_env.as_deref() {
+        Some(v) if !no_path(v) => {
+            let Err(e) = check_report_folder(v) else {
+                return Ok(None);
+            };
+            let (what, value) = match default.map(|d| (d, check_report_folder(d))) {
+                Some((d, Ok(()))) => (format!("using the default report path {d}"), d),
+                Some((d, Err(e2))) => (
+                    format!("and {e2} (the default report path {d}): no JSON report is written"),
+                    "off",
+                ),
+                None => ("no trace is written".to_string(), "off"),
+            };
+            let sep = if value == "off" && default.is_some() {
+                ","
+            } else {
+                ";"
+            };
+            eprintln!("cudablame run: {var}={v}: {e}{sep} {what}");
+            Ok(Some(value.to_string()))
+        }
+        Some(_) => Ok(None),
+        None => match default.map(|d| (d, check_report_folder(d))) {
+            Some((d, Err(e))) => refuse(e, format!("the default report path {d}")),
+            _ => Ok(None),
+        },
+    }
+}
+
 /// Replaces this process with the program (so the exit status and signals are the program's own).
 /// Exits 127 when the program (or the library) is not found, 126 when it cannot be executed.
 pub fn run(args: RunArgs) -> ExitCode {
     let lib = match crate::locate::library(args.lib.as_deref()) {
         Ok(lib) => lib,
         Err(e) => {
-            eprintln!("cudablame run: {e}");
+            eprintln!("cudablame run: {e} (the program was not started)");
             return ExitCode::from(127);
         }
     };
     let lib = lib.canonicalize().unwrap_or(lib);
     // The report and trace folders are made now: at fault time a missing folder loses the report.
-    // The default report path (the current folder) is checked the same way.
-    let report = args
-        .report
-        .clone()
-        .or_else(|| std::env::var("CUDABLAME_REPORT").ok());
-    let trace = args
-        .trace
-        .clone()
-        .or_else(|| std::env::var("CUDABLAME_TRACE").ok());
-    let patterns = [
-        ("--report", report.or_else(|| Some(DEFAULT_REPORT.into()))),
-        ("--trace", trace),
-    ];
-    for (option, pattern) in patterns {
-        let Some(pattern) = pattern.filter(|p| !p.trim().eq_ignore_ascii_case("off")) else {
-            continue;
-        };
-        if let Err(e) = check_report_folder(&pattern) {
-            let shown = if option == "--report" && pattern == DEFAULT_REPORT {
-                format!("the default report path {DEFAULT_REPORT}")
-            } else {
-                format!("{option} {pattern}")
-            };
-            eprintln!(
-                "cudablame run: {e} ({shown}; give a writable one with --report, or --report off)"
-            );
-            return ExitCode::from(2);
-        }
-    }
+    let report = match settle(
+        "--report",
+        args.report.as_deref(),
+        "CUDABLAME_REPORT",
+        Some(DEFAULT_REPORT),
+    ) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let trace = match settle("--trace", args.trace.as_deref(), "CUDABLAME_TRACE", None) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
     let program = &args.command[0];
     let program_path = std::path::Path::new(program);
     if program.to_string_lossy().contains('/') && program_path.is_dir() {
@@ -160,8 +212,8 @@ pub fn run(args: RunArgs) -> ExitCode {
         crate::common::preload_value(&lib, existing.as_deref()),
     );
     let settings = [
-        ("CUDABLAME_REPORT", args.report),
-        ("CUDABLAME_TRACE", args.trace),
+        ("CUDABLAME_REPORT", report),
+        ("CUDABLAME_TRACE", trace),
         ("CUDABLAME_TEXT", args.text),
         ("CUDABLAME_MARKERS", args.markers),
         ("CUDABLAME_STACK", args.stack),

@@ -47,12 +47,7 @@ pub fn show(args: ShowArgs) -> ExitCode {
                 if path.as_os_str() != "-" {
                     r.path = Some(path.display().to_string());
                 }
-                let t = if args.verbose {
-                    text::render_verbose(&r)
-                } else {
-                    text::render(&r)
-                };
-                print!("{t}");
+                print!("{}", text::render_read(&r, args.verbose));
             }
             Err(e) => {
                 eprintln!("cudablame show: {e}");

@@ -212,6 +212,10 @@ pub struct Candidate {
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Op {
+    /// Position in its stream, from 1 (ops recorded by cudablame on that stream). 0: a launch the
+    /// driver refused (a non-sticky launch error, the culprit of its own report): it was never
+    /// enqueued and has no number, and the JSON has no `seq` for it.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub seq: u64,
     pub kind: OpKind,
     /// Demangled kernel name (kernels), else `None`.

@@ -121,8 +121,10 @@ pub fn build(r: &Report) -> Value {
         for (j, &(o, culprit)) in t.ops.iter().enumerate() {
             let until = t.ops.get(j + 1).map_or(end_ns, |(next, _)| next.time_ns);
             let name = op_brief(o);
+            // No number (null) for a launch the driver refused: it was never enqueued.
+            let seq = (o.seq > 0).then_some(o.seq);
             let mut args = json!({
-                "seq": o.seq,
+                "seq": seq,
                 "kind": o.kind,
                 "state": if culprit { "culprit" } else { o.state.as_str() },
                 "entry_point": o.entry_point,
@@ -159,7 +161,7 @@ pub fn build(r: &Report) -> Value {
             events.push(slice);
             events.push(json!({
                 "name": format!("launch {name}"), "cat": "cpu", "ph": "i", "s": "t", "pid": pid, "tid": o.thread,
-                "ts": us(o.time_ns), "args": { "seq": o.seq, "stream": o.stream, "entry_point": o.entry_point },
+                "ts": us(o.time_ns), "args": { "seq": seq, "stream": o.stream, "entry_point": o.entry_point },
             }));
         }
     }

@@ -1,13 +1,19 @@
 /* Device-side assert text, printed like the real driver does: through vfprintf(stdout, ...) called
- * from inside libcuda.so.1 (one line per failing thread), before the error is returned. In C
+ * from inside libcuda.so.1 (one line per failing thread), before the error is returned; the line
+ * of an even thread goes through __vfprintf_chk instead. In C
  * because stable Rust cannot build a va_list. */
 #include <stdarg.h>
 #include <stdio.h>
 
-static int driver_print(const char *fmt, ...) {
+/* glibc's fortified vfprintf: what a vfprintf call compiles to under _FORTIFY_SOURCE. */
+extern int __vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap);
+
+/* `fortified`: through __vfprintf_chk, as a driver built with _FORTIFY_SOURCE prints, so that
+ * cudablame's hooks of both functions are exercised (one assert line each). */
+static int driver_print(int fortified, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int r = vfprintf(stdout, fmt, ap);
+    int r = fortified ? __vfprintf_chk(stdout, 1, fmt, ap) : vfprintf(stdout, fmt, ap);
     va_end(ap);
     return r;
 }
@@ -21,6 +27,6 @@ void fakecuda_print_assert(const char *kernel, const char *condition, unsigned t
         fwrite("cuda-EvtHandlr", 1, 14, other);
         fclose(other);
     }
-    driver_print("%s:%d: %s: block: [%d,%d,%d], thread: [%u,%d,%d] Assertion `%s` failed.\n",
+    driver_print(thread % 2 == 0, "%s:%d: %s: block: [%d,%d,%d], thread: [%u,%d,%d] Assertion `%s` failed.\n",
                  "fake_kernels.cu", 42, kernel, 0, 0, 0, thread, 0, 0, condition);
 }

@@ -527,7 +527,8 @@ extern "C" {
 }
 
 /// Prints the device-side assert lines of a faulting kernel, as the real driver does: two
-/// failing threads, through `vfprintf(stdout, ...)` from inside this library, before the fault
+/// failing threads, through `vfprintf(stdout, ...)` (thread 2: `__vfprintf_chk`, the fortified
+/// form) from inside this library, before the fault
 /// becomes visible to any API call.
 fn print_assert(func: &Func, condition: &str) {
     let Ok(condition) = std::ffi::CString::new(condition) else {

@@ -74,8 +74,18 @@ fn printed(f: *mut c_void) -> bool {
     !f.is_null() && unsafe { f == stdout || f == stderr }
 }
 
-unsafe extern "C" fn hook_vfprintf(
+/// The one body of the `vfprintf` and `__vfprintf_chk` hooks: feeds a copy of what goes to
+/// stdout or stderr (`capture`, which leaves `ap` unconsumed), then calls the function the
+/// hook's slot held with the same `va_list`: `vfprintf(f, fmt, ap)`, or with `flag` (the
+/// `_FORTIFY_SOURCE` level) `__vfprintf_chk(f, flag, fmt, ap)` (glibc's fortified form; LSB
+/// Core specifies it as `vfprintf` with the flag first).
+///
+/// # Safety
+/// The arguments are those of a live `vfprintf` / `__vfprintf_chk` call made through a patched
+/// slot (so its saved original is set).
+unsafe fn vfprintf_body(
     f: *mut c_void,
+    flag: Option<c_int>,
     fmt: *const c_char,
     ap: *mut VaListTag,
 ) -> c_int {
@@ -85,11 +95,31 @@ unsafe extern "C" fn hook_vfprintf(
             capture(fmt, ap);
         }
     }
-    // SAFETY: the slot held this libc function (of this signature) before it was patched,
-    // and the hook is only reachable through a patched slot, so it is set.
-    let r: Vfprintf = unsafe { std::mem::transmute::<usize, Vfprintf>(real(&VFPRINTF)) };
-    // SAFETY: the driver's own arguments, passed on unchanged.
-    unsafe { r(f, fmt, ap) }
+    match flag {
+        None => {
+            // SAFETY: the slot held this libc function (of this signature) before it was
+            // patched, and the hook is only reachable through a patched slot, so it is set.
+            let r: Vfprintf = unsafe { std::mem::transmute::<usize, Vfprintf>(real(&VFPRINTF)) };
+            // SAFETY: the driver's own arguments, passed on unchanged.
+            unsafe { r(f, fmt, ap) }
+        }
+        Some(flag) => {
+            // SAFETY: as above, for `__vfprintf_chk`'s slot and signature.
+            let r: VfprintfChk =
+                unsafe { std::mem::transmute::<usize, VfprintfChk>(real(&VFPRINTF_CHK)) };
+            // SAFETY: the driver's own arguments, passed on unchanged.
+            unsafe { r(f, flag, fmt, ap) }
+        }
+    }
+}
+
+unsafe extern "C" fn hook_vfprintf(
+    f: *mut c_void,
+    fmt: *const c_char,
+    ap: *mut VaListTag,
+) -> c_int {
+    // SAFETY: this hook's own arguments (a `vfprintf` call through its patched slot).
+    unsafe { vfprintf_body(f, None, fmt, ap) }
 }
 
 unsafe extern "C" fn hook_vfprintf_chk(
@@ -98,17 +128,8 @@ unsafe extern "C" fn hook_vfprintf_chk(
     fmt: *const c_char,
     ap: *mut VaListTag,
 ) -> c_int {
-    if printed(f) {
-        // SAFETY: the driver's own format and `va_list`, for this call.
-        unsafe {
-            capture(fmt, ap);
-        }
-    }
-    // SAFETY: the slot held this libc function (of this signature) before it was patched,
-    // and the hook is only reachable through a patched slot, so it is set.
-    let r: VfprintfChk = unsafe { std::mem::transmute::<usize, VfprintfChk>(real(&VFPRINTF_CHK)) };
-    // SAFETY: the driver's own arguments, passed on unchanged.
-    unsafe { r(f, flag, fmt, ap) }
+    // SAFETY: this hook's own arguments (a `__vfprintf_chk` call through its patched slot).
+    unsafe { vfprintf_body(f, Some(flag), fmt, ap) }
 }
 
 unsafe extern "C" fn hook_fputs(s: *const c_char, f: *mut c_void) -> c_int {
@@ -116,7 +137,7 @@ unsafe extern "C" fn hook_fputs(s: *const c_char, f: *mut c_void) -> c_int {
         // SAFETY: fputs's contract: `s` is NUL-terminated.
         feed(unsafe { CStr::from_ptr(s) }.to_bytes());
     }
-    // SAFETY: as in `hook_vfprintf`: the slot's original function, of this signature.
+    // SAFETY: as in `vfprintf_body`: the slot's original function, of this signature.
     let r: Fputs = unsafe { std::mem::transmute::<usize, Fputs>(real(&FPUTS)) };
     // SAFETY: the driver's own arguments, passed on unchanged.
     unsafe { r(s, f) }
@@ -128,7 +149,7 @@ unsafe extern "C" fn hook_puts(s: *const c_char) -> c_int {
         feed(unsafe { CStr::from_ptr(s) }.to_bytes());
         feed(b"\n");
     }
-    // SAFETY: as in `hook_vfprintf`: the slot's original function, of this signature.
+    // SAFETY: as in `vfprintf_body`: the slot's original function, of this signature.
     let r: Puts = unsafe { std::mem::transmute::<usize, Puts>(real(&PUTS)) };
     // SAFETY: the driver's own argument, passed on unchanged.
     unsafe { r(s) }
@@ -141,7 +162,7 @@ unsafe extern "C" fn hook_fwrite(p: *const c_void, size: usize, n: usize, f: *mu
             feed(unsafe { std::slice::from_raw_parts(p as *const u8, len) });
         }
     }
-    // SAFETY: as in `hook_vfprintf`: the slot's original function, of this signature.
+    // SAFETY: as in `vfprintf_body`: the slot's original function, of this signature.
     let r: Fwrite = unsafe { std::mem::transmute::<usize, Fwrite>(real(&FWRITE)) };
     // SAFETY: the driver's own arguments, passed on unchanged.
     unsafe { r(p, size, n, f) }

@@ -28,8 +28,10 @@ pub(super) fn native_limit(out: &mut String, python: &[Frame], verbose: bool) ->
 }
 
 /// Prints native frames: up to the program's `main`, at most `limit`; every frame when `limit` is
-/// `usize::MAX` (`show --verbose`, [`native_limit`]).
-pub(super) fn frames(out: &mut String, frames: &[Frame], limit: usize) {
+/// `usize::MAX` (`show --verbose`, [`native_limit`]). The frames left out are in the JSON report
+/// when `json_kept`; else none was written (`CUDABLAME_REPORT=off`, or the write failed) and the
+/// line says so.
+pub(super) fn frames(out: &mut String, frames: &[Frame], limit: usize, json_kept: bool) {
     if frames.is_empty() {
         out.push_str(
             "        (no native stack: CUDABLAME_STACK=off, or the copy of the stack \
@@ -67,9 +69,14 @@ pub(super) fn frames(out: &mut String, frames: &[Frame], limit: usize) {
         let _ = writeln!(out, "        #{i:<2} {func}{place}  [{module}]");
     }
     if frames.len() > shown {
+        let where_ = if json_kept {
+            "in the JSON report"
+        } else {
+            "not shown: no JSON report was written (CUDABLAME_REPORT=off or unwritable)"
+        };
         let _ = writeln!(
             out,
-            "        ... {} more frames in the JSON report",
+            "        ... {} more frames {where_}",
             frames.len() - shown
         );
     }
@@ -101,10 +108,16 @@ pub(super) fn python_library(file: &str) -> Option<&str> {
 /// one line (`... 5 frames in torch`), and where frames were borrowed from the thread that called
 /// `backward()`, a line saying so.
 /// Prints a thread's Python frames, then its native ones (fewer under Python frames).
-pub(super) fn stacks(out: &mut String, python: &PythonFrames, native: &[Frame], verbose: bool) {
+pub(super) fn stacks(
+    out: &mut String,
+    python: &PythonFrames,
+    native: &[Frame],
+    verbose: bool,
+    json_kept: bool,
+) {
     python_frames(out, python);
     let limit = native_limit(out, &python.python_stack, verbose);
-    frames(out, native, limit);
+    frames(out, native, limit, json_kept);
 }
 
 pub(super) fn python_frames(out: &mut String, python: &PythonFrames) {

@@ -17,7 +17,7 @@ pub use note::error_string_note;
 
 use frames::stacks;
 use lead::{failed_itself, lead, sentence};
-use names::{op_line, short};
+use names::{numbered, op_line, short};
 use timeline::timeline;
 
 use crate::model::Report;
@@ -44,18 +44,32 @@ pub fn device_assert(r: &Report) -> Option<String> {
 }
 
 /// Renders the report: the lead block (what to fix), then the details, shortened (the verbose
-/// form is `cudablame show --verbose`).
+/// form is `cudablame show --verbose`). Frames left out are said to be in the JSON report only
+/// when one was written (`r.path` set: the library renders after writing it).
 pub fn render(r: &Report) -> String {
-    render_with(r, device_assert(r).as_deref(), false)
+    render_with(r, device_assert(r).as_deref(), false, r.path.is_some())
 }
 
 /// Everything: all frames kept in the text, the full confidence reasoning and every other op.
 pub fn render_verbose(r: &Report) -> String {
-    render_with(r, device_assert(r).as_deref(), true)
+    render_with(r, device_assert(r).as_deref(), true, r.path.is_some())
 }
 
-/// Renders the report; `verbose` keeps every frame, the whole reasoning and all other ops.
-pub fn render_with(r: &Report, device_assert: Option<&str>, verbose: bool) -> String {
+/// A report read from a JSON report (`cudablame show`, also from standard input, where `r.path`
+/// is not set): the frames the text leaves out are in that JSON.
+pub fn render_read(r: &Report, verbose: bool) -> String {
+    render_with(r, device_assert(r).as_deref(), verbose, true)
+}
+
+/// Renders the report; `verbose` keeps every frame, the whole reasoning and all other ops;
+/// `json_kept` says whether a JSON report holds what the text leaves out (else the text says
+/// that no JSON report was written, and how to get one).
+pub fn render_with(
+    r: &Report,
+    device_assert: Option<&str>,
+    verbose: bool,
+    json_kept: bool,
+) -> String {
     let mut out = String::new();
     let e = &r.error;
     let _ = writeln!(
@@ -68,8 +82,10 @@ pub fn render_with(r: &Report, device_assert: Option<&str>, verbose: bool) -> St
     match &r.culprit.op {
         Some(o) => {
             let what = match &o.kernel {
-                Some(k) if verbose => format!("#{} kernel {k}", o.seq),
-                Some(k) => format!("#{} kernel {}", o.seq, short(k)),
+                Some(k) => numbered(
+                    o.seq,
+                    &format!("kernel {}", if verbose { k.clone() } else { short(k) }),
+                ),
                 None => op_line(o),
             };
             let verdict = if r.culprit.is_one_of() {
@@ -104,7 +120,7 @@ pub fn render_with(r: &Report, device_assert: Option<&str>, verbose: bool) -> St
             };
             let _ = writeln!(out, "    why: {why}");
             let _ = writeln!(out, "    launched by {} from:", o.entry_point);
-            stacks(&mut out, &o.python, &o.stack, verbose);
+            stacks(&mut out, &o.python, &o.stack, verbose, json_kept);
             if let Some(t) = &o.thread_start {
                 let _ = writeln!(out, "    on a thread started as: {t}");
             }
@@ -148,7 +164,7 @@ pub fn render_with(r: &Report, device_assert: Option<&str>, verbose: bool) -> St
             "which only noticed the error"
         }
     );
-    stacks(&mut out, &c.python, &c.stack, verbose);
+    stacks(&mut out, &c.python, &c.stack, verbose, json_kept);
     if let Some(note) = &c.python_note {
         let _ = writeln!(out, "    {note}");
     }
@@ -304,7 +320,7 @@ mod tests {
         ];
         r.culprit.hint = Some("check the target's range against the number of classes".into());
         r.reporting_call.python.python_stack = vec![frame("main", &script, 1)];
-        let text = render_with(&r, Some("Loss.cu:250: block: [0,0,0], thread: [1,0,0] Assertion `t >= 0 && t < n_classes` failed."), false);
+        let text = render_with(&r, Some("Loss.cu:250: block: [0,0,0], thread: [1,0,0] Assertion `t >= 0 && t < n_classes` failed."), false, true);
         let lines: Vec<&str> = text.lines().skip(1).take(8).collect();
         assert_eq!(
             lines[0],
@@ -462,6 +478,7 @@ mod tests {
         };
         r.culprit.op.as_mut().unwrap().stack =
             vec![frame("launch"), frame("main"), frame("__libc_start_main")];
+        r.path = Some("r.json".into());
         let short = render(&r);
         assert!(
             short.contains("... 1 more frames in the JSON report"),
@@ -470,5 +487,69 @@ mod tests {
         let all = render_verbose(&r);
         assert!(all.contains("#2  __libc_start_main  [app]"), "{all}");
         assert!(!all.contains("more frames in the JSON report"), "{all}");
+    }
+
+    #[test]
+    fn a_refused_launch_has_no_number_in_the_text_or_the_json() {
+        // A non-sticky launch error: the driver refused the launch, so it was never enqueued
+        // and has no sequence number (the library gives it 0).
+        let mut r = sample();
+        r.culprit.op.as_mut().unwrap().seq = 0;
+        let text = render_verbose(&r);
+        assert!(!text.contains("#0 "), "{text}");
+        assert!(
+            text.contains("culprit [Exact]: kernel void ns::k2<float>(float*, int) (not enqueued)"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json["culprit"]["op"].get("seq").is_none(), "{json}");
+        assert_eq!(json["suspects"][0]["seq"], 3);
+        // And it reads back as the op without a number.
+        let back: Report = serde_json::from_value(json).unwrap();
+        assert_eq!(back.culprit.op.unwrap().seq, 0);
+    }
+
+    #[test]
+    fn frames_left_out_are_said_to_be_in_the_json_only_when_one_was_written() {
+        let mut r = sample();
+        let frame = |function: &str| Frame {
+            function: Some(function.into()),
+            file: None,
+            line: None,
+            module: Some("/bin/app".into()),
+            address: "0x0".into(),
+        };
+        let stack: Vec<Frame> = (0..9).map(|i| frame(&format!("f{i}"))).collect();
+        r.culprit.op.as_mut().unwrap().stack = stack;
+        // No JSON written (CUDABLAME_REPORT=off, or the write failed): the text says so.
+        r.path = None;
+        let text = render(&r);
+        assert!(!text.contains("in the JSON report"), "{text}");
+        assert!(
+            text.contains(
+                "... 3 more frames not shown: no JSON report was written \
+                 (CUDABLAME_REPORT=off or unwritable)"
+            ),
+            "{text}"
+        );
+        // A JSON written: the frames are there, and `show --verbose` prints them.
+        r.path = Some("/r/cudablame-h-1.json".into());
+        let text = render(&r);
+        assert!(
+            text.contains("... 3 more frames in the JSON report\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("all frames and details: cudablame show --verbose /r/cudablame-h-1.json"),
+            "{text}"
+        );
+        // `show` of a report read from standard input: the JSON is at hand though unnamed.
+        r.path = None;
+        let text = render_read(&r, false);
+        assert!(
+            text.contains("... 3 more frames in the JSON report\n"),
+            "{text}"
+        );
+        assert!(!text.contains("no JSON report was written"), "{text}");
     }
 }

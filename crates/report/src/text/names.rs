@@ -12,6 +12,16 @@ pub(super) fn short(name: &str) -> String {
     }
 }
 
+/// `what` with the op's sequence number: `#4 kernel k`; a launch the driver refused was never
+/// enqueued and has none (`seq` 0): `kernel k (not enqueued)`.
+pub(super) fn numbered(seq: u64, what: &str) -> String {
+    if seq == 0 {
+        format!("{what} (not enqueued)")
+    } else {
+        format!("#{seq} {what}")
+    }
+}
+
 pub(super) fn op_line(o: &Op) -> String {
     let what = match &o.kernel {
         Some(k) => format!("kernel {}", short(k)),
@@ -27,7 +37,7 @@ pub(super) fn op_line(o: &Op) -> String {
             .to_lowercase(),
         },
     };
-    format!("#{} {what}", o.seq)
+    numbered(o.seq, &what)
 }
 
 /// A kernel's name without return type, namespaces, template arguments or parameters:
@@ -98,11 +108,7 @@ pub fn op_brief(o: &Op) -> String {
             if o.synchronous { " (sync)" } else { "" }
         ),
     };
-    if o.seq == 0 {
-        format!("{what} (not enqueued)") // a launch the driver refused
-    } else {
-        format!("#{} {what}", o.seq)
-    }
+    numbered(o.seq, &what)
 }
 
 /// Every op the report lists (the streams' recent ops, the culprit, the suspects), each once, in
