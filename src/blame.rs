@@ -8,7 +8,9 @@
 //! nothing tells which (with sparse markers, an op without a marker behind it proves nothing when
 //! it completes). A window op that cudablame no longer holds (it fell out of the ring and the held
 //! list, `record::ring`, or the ring was busy) is UNKNOWN: it still counts. Only the context that
-//! reported the error is considered (a sticky error is per context).
+//! reported the error is considered (a sticky error is per context). For a device-side assert
+//! (710) only window ops that run kernels can have raised it: copies and memsets are no
+//! candidates ([`Clues::kernels_only`]).
 //!
 //! Verdicts:
 //! - `exact`: the windows of all streams with unfinished work hold exactly one op in all, and it
@@ -106,6 +108,10 @@ pub(crate) struct Clues<'a> {
     /// (`DeviceAssert::kernel`: `__PRETTY_FUNCTION__` or `__func__` text), matched by
     /// `DeviceAssert::printed_name_matches`.
     pub(crate) assert_kernel: Option<&'a str>,
+    /// The error is a device-side assert (`CUDA_ERROR_ASSERT`, 710: "a device-side assert
+    /// triggered during kernel execution", driver API `CUresult` documentation): only an op that
+    /// runs a kernel can have raised it, so copies and memsets in a window are not candidates.
+    pub(crate) kernels_only: bool,
     /// Whether progress markers were in use (`config::markers_enabled`): false once the driver
     /// refused one (its slots then prove nothing more; culprits are suspects). Not read from the
     /// views: a stream's only op may have faulted before its marker could be enqueued.
@@ -125,6 +131,7 @@ pub(crate) fn judge(views: &[StreamView], context: Option<usize>) -> Verdict {
                 _ => KernelList::default(),
             },
             assert_kernel: None,
+            kernels_only: false,
             markers_work: true,
         },
     )
@@ -152,6 +159,22 @@ impl Window {
     }
     fn unknown_ops(&self) -> u64 {
         self.unknown.iter().map(|u| u.1).sum()
+    }
+    /// Drops the copies and memsets from the window's candidates (a device-side assert: only a
+    /// kernel raises it); unknown spans keep their place among the ops left.
+    fn keep_kernels(&mut self, views: &[StreamView]) {
+        let ops = &views[self.stream].ops;
+        let kept_before = |pos: usize, list: &[usize]| {
+            list[..pos]
+                .iter()
+                .filter(|&&j| !matches!(ops[j].launch.kind, OpKind::Memcpy | OpKind::Memset))
+                .count()
+        };
+        for u in &mut self.unknown {
+            u.2 = kept_before(u.2, &self.ops);
+        }
+        self.ops
+            .retain(|&j| !matches!(ops[j].launch.kind, OpKind::Memcpy | OpKind::Memset));
     }
 }
 
@@ -327,6 +350,12 @@ pub(crate) fn judge_with(
 ) -> Verdict {
     let in_scope = scope(views, context);
     let mut windows = windows(views, &in_scope);
+    if clues.kernels_only {
+        for w in &mut windows {
+            w.keep_kernels(views);
+        }
+        windows.retain(|w| w.size() > 0);
+    }
     // Streams in the order their windows began (first known op's launch time).
     windows.sort_by_key(|w| w.ops.first().map_or(0, |&j| views[w.stream].ops[j].time_ns));
     let op = |at: OpAt| -> &OpRecord { &views[at.0].ops[at.1] };
@@ -793,6 +822,40 @@ mod tests {
     }
 
     #[test]
+    fn a_device_side_assert_is_never_a_copys() {
+        // #1 proven; #2 a copy and #3 a graph launch without markers: one window of 2 (as
+        // cuda_graph_oob.py on the H200: the copy of the bad index, then the graph replay).
+        let mut views = vec![stream(0x10, 1, 3, Some(1), 0, 0)];
+        views[0].ops[1].launch.kind = OpKind::Memcpy;
+        views[0].ops[2].launch.kind = OpKind::Graph;
+        for o in &mut views[0].ops[1..] {
+            o.marked = false;
+        }
+        let judged = |kernels_only| {
+            judge_with(
+                &views,
+                Some(1),
+                &mut Clues {
+                    kernels: &mut |o| match o.launch.kind {
+                        OpKind::Memcpy | OpKind::Memset => KernelList::none(),
+                        _ => KernelList::default(),
+                    },
+                    assert_kernel: None,
+                    kernels_only,
+                    markers_work: true,
+                },
+            )
+        };
+        // Any other error: the copy may have faulted too.
+        let v = judged(false);
+        assert_eq!((v.confidence, v.one_of), (Confidence::Likely, 2));
+        // 710: only the graph runs kernels.
+        let v = judged(true);
+        assert_eq!(v.confidence, Confidence::Exact);
+        assert_eq!(views[0].ops[v.culprit.unwrap().1].seq, 3);
+    }
+
+    #[test]
     fn one_stream_with_marker_is_exact() {
         let views = vec![stream(0x10, 1, 40, Some(19), 0, 0)];
         let v = judge(&views, Some(1));
@@ -1043,6 +1106,7 @@ mod tests {
             &mut Clues {
                 kernels: &mut kernels,
                 assert_kernel,
+                kernels_only: assert_kernel.is_some(),
                 markers_work: true,
             },
         )

@@ -355,6 +355,19 @@ int main(int argc, char **argv) {
         usleep(50000);
         return report_rc("sync_rc", p_cuStreamSynchronize(a));
     }
+    if (!strcmp(scenario, "drained_at_wait")) {
+        /* A: #1..#6 quick, launched back to back (the default marker budget marks #1 only).
+         * B: #1 late_oob (culprit), faults after 50 ms, when A has long drained. The context sync
+         * right after the launches reports it: only B has unfinished work if A's drain is
+         * proven (a marker behind A's newest op, enqueued as the host starts waiting). */
+        CUstream a, b;
+        check("stream a", p_cuStreamCreate(&a, 1));
+        check("stream b", p_cuStreamCreate(&b, 1));
+        printf("stream_b=%p\n", b);
+        for (int i = 0; i < 6; i++) check("quick", launch(quick, 1, 32, a));
+        launch_bad_kernel(late_oob, b);
+        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+    }
     if (!strcmp(scenario, "busy_stream")) {
         /* A: many slow kernels still queued (the first runs for 20 ms). B: instant_oob launched
          * last. Both streams have unfinished work: `likely`, most recent first = B's #1. */

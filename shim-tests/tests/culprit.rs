@@ -191,6 +191,23 @@ fn fault_on_a_side_stream_reported_by_another_streams_sync() {
 }
 
 #[test]
+fn a_stream_that_drained_during_the_wait_is_proven_drained() {
+    // Under the default marker budget stream A's six quick kernels carry one marker (#1); the
+    // marker enqueued behind A's newest op as the host starts waiting proves A drained before
+    // B's kernel faulted, so the culprit is exact (without it: two streams with unfinished
+    // work, `likely`).
+    let r = run(
+        &scenarios(),
+        &["drained_at_wait"],
+        true,
+        &[("CUDABLAME_MARKERS", "budget")],
+    );
+    assert_eq!(r.printed("sync_rc"), "700");
+    assert_culprit(&r, "late_oob", 1, "exact");
+    assert_eq!(r.culprit()["stream"], r.printed("stream_b"));
+}
+
+#[test]
 fn two_busy_streams_give_a_likely_verdict() {
     let r = run(&scenarios(), &["busy_stream"], true, &[]);
     assert_eq!(r.printed("sync_rc"), "700");

@@ -55,6 +55,8 @@ pub(crate) type CopyDescriptor = *const c_void;
 pub(crate) const CUDA_SUCCESS: CUresult = 0;
 pub(crate) const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
 pub(crate) const CUDA_ERROR_NOT_READY: CUresult = 600;
+/// "A device-side assert triggered during kernel execution" (sticky).
+pub(crate) const CUDA_ERROR_ASSERT: CUresult = 710;
 
 /// `CU_STREAM_LEGACY`: the legacy default stream, valid in every API variant.
 pub(crate) const CU_STREAM_LEGACY: usize = 0x1;

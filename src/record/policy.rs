@@ -96,6 +96,15 @@ pub(crate) struct Marks {
 }
 
 impl Marks {
+    /// Notes a marker enqueued behind the newest op, `seq`, before the host waits for the stream
+    /// (`record::sync`): the next op's budget starts afresh.
+    pub(crate) fn note_tail(&mut self, seq: u64) {
+        self.busy_ns = 0;
+        self.last_seq = seq;
+        self.unmarked = 0;
+        self.marked_total += 1;
+    }
+
     /// Host time outside recorded calls since the last marker for an op whose call began at
     /// `now_ns` (`None`: the clock stepped back).
     fn busy_until(&self, now_ns: u64) -> Option<u64> {
@@ -135,10 +144,13 @@ pub(crate) enum Why {
     Gap,
     /// The stream was idle and [`Budget::idle_gap_ns`] passed.
     Idle,
+    /// The host is about to wait for the stream: its newest op gets a marker
+    /// (`record::sync`, outside this policy).
+    Wait,
 }
 
 /// Reasons, in [`Why`] order, for the stats line.
-pub(crate) const WHY_NAMES: [&str; 6] = ["every", "first", "count", "copy", "gap", "idle"];
+pub(crate) const WHY_NAMES: [&str; 7] = ["every", "first", "count", "copy", "gap", "idle", "wait"];
 
 /// Whether op `seq` (`blocking_copy`: a blocking copy that proves nothing), recorded at host time
 /// `now_ns`, gets a progress marker under `mode` and `budget`, given the stream's `marks`, and why. `slot` reads the stream's marker

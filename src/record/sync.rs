@@ -30,6 +30,42 @@ fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &
     }
 }
 
+/// `cuStreamQuery`: a poll, not a wait (programs may call it in a loop).
+fn is_query(ep: EntryPoint) -> bool {
+    matches!(
+        ep,
+        EntryPoint::cuStreamQuery | EntryPoint::cuStreamQuery_ptsz
+    )
+}
+
+/// Before the host waits for stream `s` (`cuStreamSynchronize`, `cuCtxSynchronize`): enqueues a
+/// progress marker behind its newest op if that op has none and is not known complete (the
+/// marker budget leaves most ops unmarked). The host waits anyway, so this costs it nothing,
+/// and the GPU about 2 µs per wait and stream; in exchange a fault during the wait finds every
+/// stream that drained before it proven drained. Measured on the H200 (`side_stream_matmul.py`):
+/// a side stream's assert after 16 GEMMs had drained the default stream was "one of these 16
+/// ops" without it, because none of the GEMMs carried a marker. Nothing is enqueued while any
+/// stream may be capturing (a marker would become a graph node) or when markers are off.
+fn mark_tail(driver: &'static real::Driver, s: &StreamState) {
+    if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 || !config::markers_enabled() {
+        return;
+    }
+    let issued = s.issued.load(Ordering::Acquire);
+    if issued == 0 || s.completed_now() >= issued {
+        return;
+    }
+    let mut ring = s.ops.lock();
+    let newest = ring.last_seq;
+    if ring.marks.last_seq >= newest || s.completed_now() >= newest {
+        return;
+    }
+    if s.write_marker(driver, newest) {
+        ring.mark_newest();
+        ring.marks.note_tail(newest);
+        super::cost::marked_because(super::policy::Why::Wait);
+    }
+}
+
 /// What a call must remember before the real call: the streams a synchronization waits for and
 /// how many ops each had issued; the context a primary-context release or reset may destroy.
 pub(crate) struct SyncMark(Vec<(std::sync::Arc<StreamState>, u64)>, usize);
@@ -51,6 +87,9 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             let raw = call.stream().unwrap_or(0);
             let id = StreamId::resolve(raw, ep.per_thread_default(), crate::threads::thread_id());
             let s = streams::find(driver, id)?;
+            if matches!(call, Call::SyncStream { .. }) && !is_query(ep) {
+                mark_tail(driver, &s);
+            }
             Some(SyncMark(vec![issued(s)], 0))
         }
         Call::SyncContext { ctx } => {
@@ -59,14 +98,13 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             } else {
                 driver.current_context()
             };
-            Some(SyncMark(
-                streams::all()
-                    .into_iter()
-                    .filter(|s| s.context == ctx)
-                    .map(issued)
-                    .collect(),
-                0,
-            ))
+            let list: Vec<_> = (streams::all().into_iter())
+                .filter(|s| s.context == ctx)
+                .collect();
+            for s in &list {
+                mark_tail(driver, s);
+            }
+            Some(SyncMark(list.into_iter().map(issued).collect(), 0))
         }
         Call::BeginCapture { .. } => {
             // Raised before the real call: from the moment the stream may be capturing, every

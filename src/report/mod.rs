@@ -116,6 +116,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                     &mut blame::Clues {
                         kernels: &mut kernels,
                         assert_kernel: assert_kernel.as_deref(),
+                        kernels_only: rc == crate::cuda::CUDA_ERROR_ASSERT,
                         markers_work: config::markers_enabled(),
                     },
                 )
