@@ -9,6 +9,9 @@ shim, CUDABLAME_PYTHON=off and on, to isolate the cost of Python-frame capture. 
                      cudablame reports the first refusal (run with CUDABLAME_TEXT=off
                      CUDABLAME_REPORT=off) and only counts the rest.
   empty              an empty kernel, really queued on the fake driver's stream worker.
+  inline             an empty kernel that the fake driver runs inside the launch call when the
+                     stream is idle (`inline=1`): the success path (ring push, progress markers)
+                     without a stream worker competing for the CPU, nearly as stable as refused.
 LOOP:
   python (default)   one ctypes call per launch (about 1 us of ctypes overhead each).
   c                  one ctypes call into py_bench_loop.c (built here with cc), which launches N
@@ -26,7 +29,10 @@ cuda.cuModuleGetFunction.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_
 cuda.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
 
 
-IMAGE = b"// fake: empty\n// fake: refused launch_error=1\n.entry empty(\n.entry refused(\n"
+IMAGE = (
+    b"// fake: empty\n// fake: refused launch_error=1\n// fake: inline inline=1\n"
+    b".entry empty(\n.entry refused(\n.entry inline(\n"
+)
 
 
 def setup(kernel):
