@@ -100,3 +100,18 @@ fn live_stack(now_ns: u64, entry: &EntryRegs) -> NativeStack {
         StackMode::Off => NativeStack::EMPTY,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every recorded op is built, moved through the panic guard and into its stream's ring
+    /// (256 ops, up to 4,096 more held): its size is hot-path cost. It was 648 bytes while the
+    /// Python frames were inline (`[FrameRef; 64]`); they are interned now (`stack::python`).
+    #[test]
+    fn an_op_record_stays_small() {
+        let size = std::mem::size_of::<OpRecord>();
+        assert!(size <= 160, "OpRecord is {size} bytes");
+        assert!(std::mem::size_of::<crate::stack::python::PythonStack>() <= 24);
+    }
+}

@@ -34,9 +34,19 @@ pub(super) struct Fingerprint {
 pub(super) type RecentCode = [(usize, Fingerprint, u32, u8); RECENT];
 pub(super) const RECENT: usize = 256;
 
+/// What a thread's captures remember between launches: its recent code objects, and the slot
+/// of the stack it captured last (consecutive launches of one Python op share their stack: then
+/// a compare with it replaces the hash and the table probe; `stacks::NO_STACK`: none).
+pub(super) struct Recent {
+    pub(super) code: RecentCode,
+    pub(super) last_stack: u32,
+}
+
 thread_local! {
-    pub(super) static RECENT_CODE: std::cell::RefCell<RecentCode> =
-        std::cell::RefCell::new([(0, Fingerprint::default(), 0, 0); RECENT]);
+    pub(super) static RECENT_CODE: std::cell::RefCell<Recent> = std::cell::RefCell::new(Recent {
+        code: [(0, Fingerprint::default(), 0, 0); RECENT],
+        last_stack: super::stacks::NO_STACK,
+    });
 }
 
 /// Flags of an entry, decided once from its file and name.
