@@ -122,11 +122,11 @@ impl PythonStack {
                         )
                     };
                     s.top = frames[0];
-                    s.stack = match recent.last_stack {
+                    s.stack = match recent.last_stack.wrapping_sub(1) {
                         last if last != NO_STACK && stack_frames(last) == frames => last,
                         _ => intern_stack(frames),
                     };
-                    recent.last_stack = s.stack;
+                    recent.last_stack = s.stack.wrapping_add(1);
                 }
                 backward
             })

@@ -34,19 +34,38 @@ pub(super) struct Fingerprint {
 pub(super) type RecentCode = [(usize, Fingerprint, u32, u8); RECENT];
 pub(super) const RECENT: usize = 256;
 
-/// What a thread's captures remember between launches: its recent code objects, and the slot
-/// of the stack it captured last (consecutive launches of one Python op share their stack: then
-/// a compare with it replaces the hash and the table probe; `stacks::NO_STACK`: none).
+/// What a thread's captures remember between launches: its recent code objects, and the stack
+/// it captured last (consecutive launches of one Python op share their stack: then a compare
+/// with it replaces the hash and the table probe).
 pub(super) struct Recent {
     pub(super) code: RecentCode,
+    /// The slot of the last stack plus one (`stacks::intern`; 0: none).
     pub(super) last_stack: u32,
 }
 
+/// A slot of [`RecentCode`] that answers for no code object (address 0 is never one).
+const NO_CODE: (usize, Fingerprint, u32, u8) = (
+    0,
+    Fingerprint {
+        firstlineno: 0,
+        filename: 0,
+        name: 0,
+        qualname: 0,
+        linetable: 0,
+    },
+    0,
+    0,
+);
+
 thread_local! {
-    pub(super) static RECENT_CODE: std::cell::RefCell<Recent> = std::cell::RefCell::new(Recent {
-        code: [(0, Fingerprint::default(), 0, 0); RECENT],
-        last_stack: super::stacks::NO_STACK,
-    });
+    /// All zeros and `const`: thread-local storage initialized with the thread, never on the
+    /// hot path (a lazily built one inlined its 14 KiB initializer into the hook's stack frame).
+    pub(super) static RECENT_CODE: std::cell::RefCell<Recent> = const {
+        std::cell::RefCell::new(Recent {
+            code: [NO_CODE; RECENT],
+            last_stack: 0,
+        })
+    };
 }
 
 /// Flags of an entry, decided once from its file and name.
