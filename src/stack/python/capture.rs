@@ -239,12 +239,17 @@ impl Runtime {
                 };
                 let fp = self.fingerprint(code);
                 let slot = &mut recent[(code >> 4) % RECENT];
-                let (entry, flags) = if slot.0 == code && slot.1 == fp {
-                    (slot.2, slot.3)
+                let (entry, flags) = if slot.code == code && slot.fingerprint == fp {
+                    (slot.entry, slot.flags)
                 } else {
                     match self.intern(code, fp) {
                         Some(e) => {
-                            *slot = (code, fp, e.index, e.flags);
+                            *slot = RecentSlot {
+                                code,
+                                fingerprint: fp,
+                                entry: e.index,
+                                flags: e.flags,
+                            };
                             (e.index, e.flags)
                         }
                         None => (UNKNOWN, 0),

@@ -162,3 +162,9 @@ fn a_stack_the_table_could_not_keep_shows_its_innermost_frame_and_says_how_many_
     );
     assert!(PythonStack::EMPTY.resolve().python_stack.is_empty());
 }
+
+#[test]
+fn each_recent_code_slot_is_one_cache_line() {
+    assert_eq!(std::mem::size_of::<RecentSlot>(), 64);
+    assert_eq!(std::mem::align_of::<RecentSlot>(), 64);
+}
