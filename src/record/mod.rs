@@ -8,7 +8,9 @@
 //! `cuStreamWriteValue64(marker slot, seq)` behind it when the marker policy says so
 //! (`policy`: by default about one op per 100 µs of host time, at most 32 ops apart), unlock. The lock spans the real call so
 //! that sequence numbers follow the order in which ops enter the stream even when several threads
-//! launch onto one stream. Nothing on this path allocates once the stream's ring is full.
+//! launch onto one stream. Nothing on this path allocates once the stream's ring is full, except
+//! at the first sight of a Python code object or of a distinct Python stack (`stack::python`,
+//! each interned once and bounded).
 
 pub(crate) mod cost;
 pub(crate) mod graphs;
