@@ -117,10 +117,21 @@ static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::ne
 static MARKERS_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// The configuration of this process, read from the environment on first use.
+///
+/// Inlined: the hot path asks for it about ten times per recorded op (a call each cost some
+/// 15 ns per op on the fake-driver launch loop); the first use is [`read`], out of line.
+#[inline(always)]
 pub(crate) fn get() -> &'static Config {
-    if let Some((config, _)) = CONFIG.get() {
-        return config;
+    match CONFIG.get() {
+        Some((config, _)) => config,
+        None => read(),
     }
+}
+
+/// [`get`]'s first use: parses the environment and says the warnings once.
+#[cold]
+#[inline(never)]
+fn read() -> &'static Config {
     let (config, warnings) = CONFIG.get_or_init(|| {
         let (config, mut warnings) = Config::parse(|k| std::env::var_os(k));
         warnings.extend(unknown_variables(std::env::vars_os().map(|(k, _)| k)));

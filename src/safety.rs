@@ -249,6 +249,7 @@ impl<T> ForkSafeOnce<T> {
     }
 
     /// The value, if published.
+    #[inline(always)]
     pub(crate) fn get(&self) -> Option<&T> {
         let p = self.value.load(Ordering::Acquire);
         // SAFETY: a published pointer comes from Box::into_raw and is never freed.

@@ -4,7 +4,10 @@
  *                            are launched behind it back to back (the host far ahead of the
  *                            "GPU"), then the stream is synchronized;
  *        markers gaps N US   N quick kernels on a created stream, US microseconds of host time
- *                            (nanosleep) between launches, then the stream is synchronized.
+ *                            (nanosleep) between launches, then the stream is synchronized;
+ *        markers inline N    N kernels the fake driver runs inside the launch call (`inline=1`),
+ *                            then one that faults (700) the same way; prints the stream's
+ *                            cuStreamQuery right after each (inline_query_rc=, fault_query_rc=).
  * Prints ops=<ops recorded on the stream> sync_rc=<rc>; exit status 0 when everything returned
  * CUDA_SUCCESS. Run with CUDABLAME_STATS=on, the `cudablame stats:` line says how many ops got a
  * progress marker. */
@@ -25,14 +28,14 @@ static void check(const char *what, CUresult rc) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3 || (strcmp(argv[1], "loop") && strcmp(argv[1], "gaps")) ||
+    if (argc < 3 || (strcmp(argv[1], "loop") && strcmp(argv[1], "gaps") && strcmp(argv[1], "inline")) ||
         (!strcmp(argv[1], "gaps") && argc < 4)) {
-        fprintf(stderr, "usage: markers loop N | markers gaps N US\n");
+        fprintf(stderr, "usage: markers loop N | markers gaps N US | markers inline N\n");
         return 2;
     }
     int loop = !strcmp(argv[1], "loop");
     long n = atol(argv[2]);
-    long gap_us = loop ? 0 : atol(argv[3]);
+    long gap_us = strcmp(argv[1], "gaps") ? 0 : atol(argv[3]);
     CUdevice dev;
     CUcontext ctx;
     CUmodule mod;
@@ -42,10 +45,24 @@ int main(int argc, char **argv) {
     check("cuDeviceGet", cuDeviceGet(&dev, 0));
     check("retain", cuDevicePrimaryCtxRetain(&ctx, dev));
     check("set", cuCtxSetCurrent(ctx));
-    check("module", cuModuleLoadData(&mod, "// fake: quick\n// fake: slow delay_us=200000\n"));
+    check("module", cuModuleLoadData(&mod, "// fake: quick\n// fake: slow delay_us=200000\n"
+                                           "// fake: tiny inline=1\n"
+                                           "// fake: bad_inline inline=1 fault=700\n"));
     check("quick", cuModuleGetFunction(&quick, mod, "quick"));
     check("slow", cuModuleGetFunction(&slow, mod, "slow"));
     check("stream", cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    if (!strcmp(argv[1], "inline")) {
+        CUfunction tiny, bad;
+        check("tiny", cuModuleGetFunction(&tiny, mod, "tiny"));
+        check("bad_inline", cuModuleGetFunction(&bad, mod, "bad_inline"));
+        for (long i = 0; i < n; i++)
+            check("tiny launch", cuLaunchKernel(tiny, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+        printf("inline_query_rc=%u\n", cuStreamQuery(s));
+        printf("fault_launch_rc=%u\n", cuLaunchKernel(bad, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+        printf("fault_query_rc=%u\n", cuStreamQuery(s));
+        printf("sync_rc=%u\n", cuStreamSynchronize(s));
+        return 0;
+    }
     long ops = 0;
     if (loop) {
         check("slow launch", cuLaunchKernel(slow, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));

@@ -9,6 +9,12 @@ shim, CUDABLAME_PYTHON=off and on, to isolate the cost of Python-frame capture. 
                      cudablame reports the first refusal (run with CUDABLAME_TEXT=off
                      CUDABLAME_REPORT=off) and only counts the rest.
   empty              an empty kernel, really queued on the fake driver's stream worker.
+  inline             an empty kernel that the fake driver runs inside the launch call when the
+                     stream is idle (`inline=1`): the success path (ring push, progress markers)
+                     without a stream worker competing for the CPU, nearly as stable as refused.
+  blocked            empty kernels queued behind a 3 s kernel (`delay_us`): the host runs ahead
+                     of a blocked stream, as in scripts/bench.sh's host-mode launch loop (every
+                     op leaves the ring unproven and is held). Keep N at most about 500000.
 LOOP:
   python (default)   one ctypes call per launch (about 1 us of ctypes overhead each).
   c                  one ctypes call into py_bench_loop.c (built here with cc), which launches N
@@ -26,16 +32,26 @@ cuda.cuModuleGetFunction.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_
 cuda.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
 
 
-IMAGE = b"// fake: empty\n// fake: refused launch_error=1\n.entry empty(\n.entry refused(\n"
+IMAGE = (
+    b"// fake: empty\n// fake: refused launch_error=1\n// fake: inline inline=1\n"
+    b"// fake: blocker delay_us=3000000\n"
+    b".entry empty(\n.entry refused(\n.entry inline(\n"
+)
 
 
 def setup(kernel):
+    """The function to launch; for `blocked`, the empty kernel behind a launched blocker."""
     dev, ctx, mod, fn = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
     assert cuda.cuInit(0) == 0
     assert cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
     assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
     assert cuda.cuCtxSetCurrent(ctx) == 0
     assert cuda.cuModuleLoadData(ctypes.byref(mod), IMAGE) == 0
+    if kernel == "blocked":
+        blocker = ctypes.c_void_p()
+        assert cuda.cuModuleGetFunction(ctypes.byref(blocker), mod, b"blocker") == 0
+        assert cuda.cuLaunchKernel(blocker, 1, 1, 1, 1, 1, 1, 0, None, None, None) == 0
+        kernel = "empty"
     assert cuda.cuModuleGetFunction(ctypes.byref(fn), mod, kernel.encode()) == 0
     return fn
 

@@ -150,3 +150,23 @@ fn the_default_budget_never_gives_a_wrong_exact_verdict() {
         }
     }
 }
+
+/// The fake driver's `inline=1` kernels (for benchmarks: `programs/py_bench.py ... inline`) run
+/// inside the launch call on an idle stream: without cudablame the stream is idle right after
+/// the launches and an inline fault is sticky before the next call; under cudablame the
+/// faulting launch is still recorded and named exactly, with its sequence number.
+#[test]
+fn inline_kernels_run_inside_the_launch_and_their_fault_is_named() {
+    let prog = compile("markers", true);
+    let plain = run(&prog, &["inline", "5"], false, &[]);
+    assert_eq!(plain.printed("inline_query_rc"), "0", "{}", plain.stdout);
+    assert_eq!(plain.printed("fault_launch_rc"), "0");
+    assert_eq!(plain.printed("fault_query_rc"), "700");
+    let shimmed = run(&prog, &["inline", "5"], true, &[]);
+    assert_eq!(shimmed.printed("fault_launch_rc"), "0");
+    assert_eq!(shimmed.printed("sync_rc"), "700");
+    let op = shimmed.culprit();
+    assert_eq!(op["kernel"], "bad_inline", "{}", shimmed.stderr);
+    assert_eq!(op["seq"], 6);
+    assert_eq!(shimmed.report()["culprit"]["confidence"], "exact");
+}

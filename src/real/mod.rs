@@ -142,15 +142,25 @@ static DRIVER: crate::safety::ForkSafeOnce<Driver> = crate::safety::ForkSafeOnce
 /// that holds `hint` (an address the program got from some driver) if it exports `cuInit`.
 /// cudablame never loads the driver itself; until the program has, this is `None` (and asked again
 /// next time).
+#[inline(always)]
 pub(crate) fn driver_near(hint: usize) -> Option<&'static Driver> {
-    if let Some(d) = DRIVER.get() {
-        return Some(d);
+    match DRIVER.get() {
+        Some(d) => Some(d),
+        None => load_driver(hint),
     }
+}
+
+/// [`driver_near`] before the driver is known: finds it, out of line (the hooks ask for the
+/// driver several times per call).
+#[cold]
+#[inline(never)]
+fn load_driver(hint: usize) -> Option<&'static Driver> {
     let handle = find_driver(hint)?;
     Some(DRIVER.get_or_init(|| Driver::from_handle(handle)))
 }
 
 /// The driver if the process has loaded it.
+#[inline(always)]
 pub(crate) fn driver() -> Option<&'static Driver> {
     driver_near(0)
 }

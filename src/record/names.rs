@@ -2,12 +2,12 @@
 //! `cuLibraryGetKernel`), else the driver's answer at first launch (`cuFuncGetName`, then
 //! `cuKernelGetName`). Kept because the driver does not always answer after a sticky error (on the
 //! H200 functions of a module loaded with `cuModuleLoadData` came back unnamed). Per launch this
-//! costs one thread-local set lookup.
+//! costs a compare with the thread's last kernel, else one thread-local set lookup.
 
 use crate::real::Driver;
 use crate::safety::Resettable;
 use parking_lot::RwLock;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -35,19 +35,42 @@ type Fast = BuildHasherDefault<AddressHasher>;
 /// Resettable: a forked child drops it without taking its lock (`safety::Resettable`).
 static NAMES: Resettable<RwLock<HashMap<usize, Option<String>, Fast>>> = Resettable::new();
 
+/// The kernel handles this thread has named (or found named), with the last one apart: a loop
+/// launching one kernel costs a compare per launch, not a set lookup.
+struct Seen {
+    last: Cell<usize>,
+    all: RefCell<HashSet<usize, Fast>>,
+}
+
 thread_local! {
-    static SEEN: RefCell<HashSet<usize, Fast>> = RefCell::new(HashSet::default());
+    static SEEN: Seen = const {
+        Seen {
+            last: Cell::new(0),
+            all: RefCell::new(HashSet::with_hasher(BuildHasherDefault::new())),
+        }
+    };
+}
+
+/// Whether this thread sees kernel `handle` for the first time (true without thread-local
+/// storage: a hook after this thread's TLS destructors ran asks the process-wide table).
+#[inline]
+fn first_sight(handle: usize) -> bool {
+    SEEN.try_with(|s| {
+        if s.last.get() == handle && handle != 0 {
+            return false;
+        }
+        s.last.set(handle);
+        s.all
+            .try_borrow_mut()
+            .map_or(true, |mut all| all.insert(handle))
+    })
+    .unwrap_or(true)
 }
 
 /// Called for every kernel launch: names `handle` the first time this thread sees it.
 #[inline]
 pub(crate) fn note(driver: &Driver, handle: usize) {
-    // Without thread-local storage (a hook after this thread's TLS destructors ran): no cache,
-    // ask the process-wide table.
-    let new = SEEN
-        .try_with(|s| s.try_borrow_mut().map_or(true, |mut s| s.insert(handle)))
-        .unwrap_or(true);
-    if new && !matches!(NAMES.get().read().get(&handle), Some(Some(_))) {
+    if first_sight(handle) && !matches!(NAMES.get().read().get(&handle), Some(Some(_))) {
         if let Some(name) = driver.kernel_name(handle) {
             set(handle, name);
         }
@@ -89,5 +112,31 @@ pub(crate) fn name(driver: Option<&Driver>, handle: usize) -> Option<String> {
 /// Forgets the names and this thread's set (a forked child, tests). Takes no lock.
 pub(crate) fn clear() {
     NAMES.reset_in_child();
-    let _ = SEEN.try_with(|s| s.replace(HashSet::default()));
+    let _ = SEEN.try_with(|s| {
+        s.last.set(0);
+        s.all.replace(HashSet::default());
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_handle_is_new_once_per_thread_until_cleared() {
+        clear();
+        // One kernel in a loop (the last-handle check), then alternating kernels (the set).
+        assert!(first_sight(0x10));
+        assert!(!first_sight(0x10));
+        assert!(first_sight(0x20));
+        assert!(!first_sight(0x10));
+        assert!(!first_sight(0x20));
+        assert!(first_sight(0x30));
+        // Another thread has its own set.
+        assert!(std::thread::spawn(|| first_sight(0x10)).join().unwrap());
+        // A forked child (clear) asks again, the last handle included.
+        clear();
+        assert!(first_sight(0x30));
+        assert!(first_sight(0x10));
+    }
 }

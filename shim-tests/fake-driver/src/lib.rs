@@ -28,6 +28,10 @@
 //!     i.e. per kernel per loaded module) faults; the others succeed. Needs `fault=`;
 //!   - `launch_error=CODE`: every launch returns CODE synchronously (not sticky) and enqueues
 //!     nothing (1 invalid value, 9 invalid configuration, 701 out of resources, ...);
+//!   - `inline=1`: a launch onto an idle stream (nothing queued or running, no implicit
+//!     dependency) executes the kernel inside the launch call, as a tiny kernel on an idle GPU
+//!     nearly does; otherwise it is queued as usual. For benchmarks of the launching thread
+//!     (`programs/py_bench.py`): no stream worker competes for the CPU;
 //!   - `assert=COND`: when the kernel faults, first print what the real driver prints for a
 //!     device-side assert, through `vfprintf(stdout, ...)` from inside this library, one line per
 //!     failing thread (two): `fake_kernels.cu:42: NAME: block: [0,0,0], thread: [T,0,0]

@@ -33,6 +33,8 @@ pub struct KernelSpec {
     pub launch_error: Option<CUresult>,
     /// When the kernel faults: print a device-side assert of this condition (see the crate doc).
     pub assert: Option<String>,
+    /// Runs inside the launch call when its stream is idle (see the crate doc, `inline=1`).
+    pub inline: bool,
 }
 
 /// A parsed image.
@@ -146,12 +148,15 @@ pub fn parse(text: &str) -> Result<Image, String> {
                     image.kernel(name).fault_on = Some(k)
                 }
                 (Some(name), "assert") => image.kernel(name).assert = Some(value.to_string()),
+                (Some(name), "inline") => {
+                    image.kernel(name).inline = parse_number(key, value).map_err(context)? != 0
+                }
                 (Some(name), "launch_error") => {
                     image.kernel(name).launch_error = Some(parse_code(key, value).map_err(context)?)
                 }
                 (Some(_), _) => {
                     return Err(context(format!(
-                    "`{key}`: unknown kernel key (delay_us, fault, fault_on, launch_error, assert)"
+                    "`{key}`: unknown kernel key (delay_us, fault, fault_on, launch_error, assert, inline)"
                 )))
                 }
             }
@@ -233,10 +238,11 @@ mod tests {
 // fake: oob_write fault=700 fault_on=2 delay_us=0x10
 //fake: _Z4slowv delay_us=200000
 // fake: bad launch_error=701
+// fake: tiny inline=1
 ";
         let image = parse(text).unwrap();
         let names: Vec<_> = image.kernels.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["oob_write", "_Z4slowv", "bad"]);
+        assert_eq!(names, ["oob_write", "_Z4slowv", "bad", "tiny"]);
         assert_eq!(
             image.kernels[0].1,
             KernelSpec {
@@ -244,11 +250,13 @@ mod tests {
                 fault: Some(700),
                 fault_on: Some(2),
                 launch_error: None,
-                assert: None
+                assert: None,
+                inline: false,
             }
         );
         assert_eq!(image.kernels[1].1.delay_us, 200000);
         assert_eq!(image.kernels[2].1.launch_error, Some(701));
+        assert!(image.kernels[3].1.inline && !image.kernels[0].1.inline);
         assert_eq!(image.module_error, None);
     }
 

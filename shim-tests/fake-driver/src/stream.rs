@@ -340,9 +340,25 @@ impl Stream {
             self,
             op.describe()
         );
+        let inline = matches!(&op, Op::Kernel { func, .. } if func.spec.inline);
         let mut queue = self.queue_lock();
         if queue.closed {
             return Err(errors::INVALID_HANDLE);
+        }
+        // `inline=1`: nothing queued or running (the worker counts an op completed only after
+        // running it, under no lock, so equal counts mean it holds none) and nothing to wait
+        // for: run it here, holding the queue lock so that the worker takes nothing meanwhile.
+        if inline
+            && deps.is_empty()
+            && queue.items.is_empty()
+            && self.completed() == self.enqueued()
+        {
+            let seq = self.enqueued.fetch_add(1, Ordering::SeqCst) + 1;
+            self.run(Queued { op, deps });
+            self.completed.fetch_add(1, Ordering::SeqCst);
+            drop(queue);
+            signal::notify();
+            return Ok(seq);
         }
         queue.items.push_back(Queued { op, deps });
         let seq = self.enqueued.fetch_add(1, Ordering::SeqCst) + 1;

@@ -26,8 +26,7 @@ pub(super) fn publish_backward(s: &PythonStack) {
         return;
     };
     if let Some(last) = h.back() {
-        let same = last.thread == thread
-            && last.stack.frames[..last.stack.len as usize] == s.frames[..s.len as usize];
+        let same = last.thread == thread && last.stack.frames() == s.frames();
         if same && BACKWARD_GEN.load(Ordering::Relaxed) == last.gen {
             return;
         }

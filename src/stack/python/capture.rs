@@ -4,8 +4,10 @@ use super::backward::*;
 use super::intern::*;
 use super::layout::*;
 use super::runtime::*;
+use super::stacks::{frames as stack_frames, intern as intern_stack, NO_STACK};
 use crate::config::MAX_PYTHON_DEPTH;
 use std::cell::Cell;
+use std::mem::MaybeUninit;
 use std::sync::atomic::Ordering;
 
 /// One captured frame: the interned code object and the instruction's byte offset in it
@@ -17,15 +19,21 @@ pub(super) struct FrameRef {
 }
 
 /// Python frames of one thread, innermost first, plus the backward context it borrows. Plain
-/// data (`Copy`), no allocation.
+/// data (`Copy`, 24 bytes), no allocation: the frames themselves are interned (`stacks`), once
+/// per distinct stack.
 #[derive(Clone, Copy)]
 pub(crate) struct PythonStack {
+    /// Frames captured (at most the configured depth).
     pub(super) len: u8,
     /// More frames than the configured depth.
     pub(super) truncated: bool,
+    /// The interned frames' slot (`stacks::intern`; [`NO_STACK`]: the table was full and only
+    /// `top` is kept). Meaningless while `len` is 0.
+    pub(super) stack: u32,
+    /// The innermost frame, also kept here: a full table still leaves the launching line.
+    pub(super) top: FrameRef,
     /// Generation of the backward context whose frames follow these (0: none).
     pub(super) borrowed: u64,
-    pub(super) frames: [FrameRef; MAX_PYTHON_DEPTH],
 }
 
 /// Walks longer than this are cut (a corrupt chain must not loop forever).
@@ -61,11 +69,12 @@ impl PythonStack {
     pub(crate) const EMPTY: PythonStack = PythonStack {
         len: 0,
         truncated: false,
-        borrowed: 0,
-        frames: [FrameRef {
+        stack: NO_STACK,
+        top: FrameRef {
             entry: 0,
             offset: 0,
-        }; MAX_PYTHON_DEPTH],
+        },
+        borrowed: 0,
     };
 
     /// [`capture`](Self::capture) as configured: `CUDABLAME_PYTHON`, `CUDABLAME_PYTHON_DEPTH`.
@@ -85,21 +94,41 @@ impl PythonStack {
     pub(crate) fn capture(depth: usize) -> PythonStack {
         let mut s = PythonStack::EMPTY;
         let Some(rt) = runtime() else { return s };
+        // Written by the walk up to `s.len`, read only that far.
+        let mut walked = [const { MaybeUninit::<FrameRef>::uninit() }; MAX_PYTHON_DEPTH];
         let backward = RECENT_CODE
             .try_with(|recent| {
+                let mut recent = recent.borrow_mut();
                 // SAFETY: PyGILState_GetThisThreadState reads this thread's TSS slot; the frames
                 // walked are this thread's own (see `walk`).
-                unsafe {
+                let backward = unsafe {
                     let ts = (rt.this_thread_state)() as usize;
                     ts != 0
                         && rt.is_finalizing.is_none_or(|f| f() == 0)
                         && rt.walk(
                             ts,
                             depth.min(MAX_PYTHON_DEPTH),
+                            &mut walked,
                             &mut s,
-                            &mut recent.borrow_mut(),
+                            &mut recent.code,
                         )
+                };
+                if s.len > 0 {
+                    // SAFETY: the walk wrote the first `s.len` frames.
+                    let frames = unsafe {
+                        std::slice::from_raw_parts(
+                            walked.as_ptr().cast::<FrameRef>(),
+                            s.len as usize,
+                        )
+                    };
+                    s.top = frames[0];
+                    s.stack = match recent.last_stack.wrapping_sub(1) {
+                        last if last != NO_STACK && stack_frames(last) == frames => last,
+                        _ => intern_stack(frames),
+                    };
+                    recent.last_stack = s.stack.wrapping_add(1);
                 }
+                backward
             })
             .unwrap_or(false);
         if is_autograd_worker() {
@@ -117,6 +146,21 @@ impl PythonStack {
         self.len as usize
     }
 
+    /// The frames kept, innermost first: all [`len`](Self::len) of them, or only the innermost
+    /// when the stack table was full ([`lost_frames`](Self::lost_frames)).
+    pub(super) fn frames(&self) -> &[FrameRef] {
+        match (self.len, self.stack) {
+            (0, _) => &[],
+            (_, NO_STACK) => std::slice::from_ref(&self.top),
+            (_, slot) => stack_frames(slot),
+        }
+    }
+
+    /// Frames captured but not kept (the stack table was full).
+    pub(super) fn lost_frames(&self) -> usize {
+        self.len() - self.frames().len()
+    }
+
     /// No frame captured, own or borrowed (tests).
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
@@ -125,8 +169,8 @@ impl PythonStack {
 }
 
 impl Runtime {
-    /// Walks this thread's frame chain from its thread state `ts` into `s`, innermost first;
-    /// true if a frame is one of torch's backward entry points.
+    /// Walks this thread's frame chain from its thread state `ts` into `walked`, innermost
+    /// first, counting them in `s.len`; true if a frame is one of torch's backward entry points.
     ///
     /// Safety: `ts` is the calling thread's own thread state. Its frames cannot change while this
     /// thread is in the hook, and each frame keeps its code object alive.
@@ -135,6 +179,7 @@ impl Runtime {
         &self,
         ts: usize,
         depth: usize,
+        walked: &mut [MaybeUninit<FrameRef>; MAX_PYTHON_DEPTH],
         s: &mut PythonStack,
         recent: &mut RecentCode,
     ) -> bool {
@@ -194,19 +239,24 @@ impl Runtime {
                 };
                 let fp = self.fingerprint(code);
                 let slot = &mut recent[(code >> 4) % RECENT];
-                let (entry, flags) = if slot.0 == code && slot.1 == fp {
-                    (slot.2, slot.3)
+                let (entry, flags) = if slot.code == code && slot.fingerprint == fp {
+                    (slot.entry, slot.flags)
                 } else {
                     match self.intern(code, fp) {
                         Some(e) => {
-                            *slot = (code, fp, e.index, e.flags);
+                            *slot = RecentSlot {
+                                code,
+                                fingerprint: fp,
+                                entry: e.index,
+                                flags: e.flags,
+                            };
                             (e.index, e.flags)
                         }
                         None => (UNKNOWN, 0),
                     }
                 };
                 backward |= flags & FLAG_BACKWARD_ENTRY != 0;
-                s.frames[s.len as usize] = FrameRef { entry, offset };
+                walked[s.len as usize] = MaybeUninit::new(FrameRef { entry, offset });
                 s.len += 1;
                 f = next;
             }

@@ -31,12 +31,53 @@ pub(super) struct Fingerprint {
 /// mapped: the hot path's answer without the process-wide table, whose lines a large program
 /// keeps evicting from the CPU caches. A slot answers only for the same address and fingerprint,
 /// exactly what the table would check.
-pub(super) type RecentCode = [(usize, Fingerprint, u32, u8); RECENT];
+pub(super) type RecentCode = [RecentSlot; RECENT];
+
+/// One slot of [`RecentCode`]: a code object's address and fingerprint, its entry index and
+/// flags. A cache line of its own: packed (56 bytes) every other slot straddled two lines, so
+/// a frame could cost two cache misses here where one does.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(super) struct RecentSlot {
+    pub(super) code: usize,
+    pub(super) fingerprint: Fingerprint,
+    pub(super) entry: u32,
+    pub(super) flags: u8,
+}
 pub(super) const RECENT: usize = 256;
 
+/// What a thread's captures remember between launches: its recent code objects, and the stack
+/// it captured last (consecutive launches of one Python op share their stack: then a compare
+/// with it replaces the hash and the table probe).
+pub(super) struct Recent {
+    pub(super) code: RecentCode,
+    /// The slot of the last stack plus one (`stacks::intern`; 0: none).
+    pub(super) last_stack: u32,
+}
+
+/// A slot of [`RecentCode`] that answers for no code object (address 0 is never one).
+const NO_CODE: RecentSlot = RecentSlot {
+    code: 0,
+    fingerprint: Fingerprint {
+        firstlineno: 0,
+        filename: 0,
+        name: 0,
+        qualname: 0,
+        linetable: 0,
+    },
+    entry: 0,
+    flags: 0,
+};
+
 thread_local! {
-    pub(super) static RECENT_CODE: std::cell::RefCell<RecentCode> =
-        std::cell::RefCell::new([(0, Fingerprint::default(), 0, 0); RECENT]);
+    /// All zeros and `const`: thread-local storage initialized with the thread, never on the
+    /// hot path (a lazily built one inlined its 14 KiB initializer into the hook's stack frame).
+    pub(super) static RECENT_CODE: std::cell::RefCell<Recent> = const {
+        std::cell::RefCell::new(Recent {
+            code: [NO_CODE; RECENT],
+            last_stack: 0,
+        })
+    };
 }
 
 /// Flags of an entry, decided once from its file and name.

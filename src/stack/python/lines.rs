@@ -90,10 +90,19 @@ impl PythonStack {
     /// Report time: the frames as file, function and line, innermost first, with the borrowed
     /// backward context appended.
     pub(crate) fn resolve(&self) -> PythonFrames {
-        let mut frames: Vec<Frame> = self.frames[..self.len as usize]
-            .iter()
-            .map(|f| resolve_frame(*f))
-            .collect();
+        let mut frames: Vec<Frame> = self.frames().iter().map(|f| resolve_frame(*f)).collect();
+        if self.lost_frames() > 0 {
+            frames.push(Frame {
+                function: Some(format!(
+                    "<{} more frames lost: python stack table full>",
+                    self.lost_frames()
+                )),
+                file: None,
+                line: None,
+                module: None,
+                address: String::new(),
+            });
+        }
         if self.truncated {
             frames.push(Frame {
                 function: Some("<more frames: CUDABLAME_PYTHON_DEPTH>".into()),
@@ -116,11 +125,8 @@ impl PythonStack {
             if let Some(ctx) = history.iter().find(|c| c.gen == self.borrowed) {
                 r.python_stack_borrowed_from = Some(r.python_stack.len());
                 r.python_stack_from_thread = Some(ctx.thread);
-                r.python_stack.extend(
-                    ctx.stack.frames[..ctx.stack.len as usize]
-                        .iter()
-                        .map(|f| resolve_frame(*f)),
-                );
+                r.python_stack
+                    .extend(ctx.stack.frames().iter().map(|f| resolve_frame(*f)));
             }
         }
         r

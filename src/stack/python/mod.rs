@@ -15,9 +15,10 @@
 //!   safe without the GIL and before initialization) gives the calling thread's own thread state;
 //!   its frame chain cannot change while this thread is inside the hook, and every code object on
 //!   it is kept alive by its frame. The walk stores, per frame, the code object's entry in an
-//!   intern table and the instruction offset: plain data in a fixed-size `Copy` array, no
-//!   allocation, no reference counting (refcounts are not atomic under the GIL: never
-//!   `Py_INCREF`).
+//!   intern table and the instruction offset into a buffer on the hook's stack, no reference
+//!   counting (refcounts are not atomic under the GIL: never `Py_INCREF`); the record keeps the
+//!   stack's slot in a table of distinct stacks ([`stacks`]: a hash and a compare per launch,
+//!   an allocation only at the first sight of a stack) and its innermost frame.
 //! * First sight of a code object ([`intern`]): its file name, qualified name and line table are
 //!   copied into memory cudablame owns (the code object is alive then: the frame references it),
 //!   so a report never reads a code object that may have been freed since. Entries are keyed by
@@ -65,6 +66,7 @@ mod intern;
 mod layout;
 mod lines;
 mod runtime;
+mod stacks;
 #[cfg(test)]
 mod tests;
 

@@ -131,3 +131,40 @@ fn backward_entry_points_are_recognized() {
     );
     assert_eq!(classify("/home/me/train.py", "backward"), 0);
 }
+
+#[test]
+fn a_stack_the_table_could_not_keep_shows_its_innermost_frame_and_says_how_many_were_lost() {
+    let s = PythonStack {
+        len: 3,
+        truncated: false,
+        stack: super::stacks::NO_STACK,
+        top: FrameRef {
+            entry: UNKNOWN,
+            offset: 8,
+        },
+        borrowed: 0,
+    };
+    let r = s.resolve();
+    let names: Vec<_> = r
+        .python_stack
+        .iter()
+        .map(|f| (f.function.clone().unwrap(), f.address.clone()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("<unknown>".to_string(), "0x8".to_string()),
+            (
+                "<2 more frames lost: python stack table full>".to_string(),
+                String::new()
+            )
+        ]
+    );
+    assert!(PythonStack::EMPTY.resolve().python_stack.is_empty());
+}
+
+#[test]
+fn each_recent_code_slot_is_one_cache_line() {
+    assert_eq!(std::mem::size_of::<RecentSlot>(), 64);
+    assert_eq!(std::mem::align_of::<RecentSlot>(), 64);
+}
