@@ -216,6 +216,15 @@ static void at_exit_launch(void) {
     printf("atexit_launch_rc=%u\natexit_memcpy_rc=%u\n", launched, rc);
 }
 
+/* For "ptds_worker": a quick and a slow kernel on this thread's default stream. */
+static void *ptds_worker_body(void *arg) {
+    (void)arg;
+    check("thread context", p_cuCtxSetCurrent(ctx));
+    check("quick", launch(quick, 1, 32, NULL));
+    check("slow", launch(slow, 1, 32, NULL));
+    return NULL;
+}
+
 /* For "many_threads": 300 launches on the thread's per-thread default stream (with --ptds). */
 static void *short_lived(void *arg) {
     (void)arg;
@@ -377,6 +386,19 @@ int main(int argc, char **argv) {
         launch_warmup(a, 5);
         usleep(2000);
         launch_bad_kernel(instant_oob, b);
+        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+    }
+    if (!strcmp(scenario, "ptds_worker")) {
+        /* With --ptds. A worker thread: #1 quick, #2 slow (20 ms) on its per-thread default
+         * stream, then it exits. Main: late_oob (culprit, faults after 50 ms) on a created
+         * stream, then cuCtxSynchronize. Nothing proves the worker's #2 done: likely. A marker for it can only be enqueued from the worker itself (the per-thread
+         * handle means the calling thread's stream). */
+        pthread_t t;
+        CUstream b;
+        check("stream b", p_cuStreamCreate(&b, 1));
+        pthread_create(&t, NULL, ptds_worker_body, NULL);
+        pthread_join(t, NULL);
+        launch_bad_kernel(late_oob, b);
         return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
     }
     if (!strcmp(scenario, "threads")) {

@@ -208,6 +208,30 @@ fn a_stream_that_drained_during_the_wait_is_proven_drained() {
 }
 
 #[test]
+fn no_marker_is_enqueued_for_another_threads_default_stream() {
+    // The main thread's cuCtxSynchronize must not enqueue a marker "behind" the worker's
+    // per-thread stream: the per-thread handle names the calling thread's stream, so such a
+    // marker landed on the main thread's idle stream, was written at once and "proved" the
+    // worker's slow kernel complete (an exact verdict the GPU showed in threads_ptsz_fault.cu).
+    let r = run(
+        &scenarios(),
+        &["--ptds", "ptds_worker"],
+        true,
+        &[("CUDABLAME_MARKERS", "budget")],
+    );
+    assert_eq!(r.printed("sync_rc"), "700");
+    assert_culprit(&r, "late_oob", 1, "likely");
+    let rep = r.report();
+    let worker = rep["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stream"].as_str().unwrap_or("").starts_with("per-thread") && s["issued"] == 2)
+        .expect("the worker's stream");
+    assert_eq!(worker["completed"], 1, "{worker}");
+}
+
+#[test]
 fn two_busy_streams_give_a_likely_verdict() {
     let r = run(&scenarios(), &["busy_stream"], true, &[]);
     assert_eq!(r.printed("sync_rc"), "700");

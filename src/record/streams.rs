@@ -277,6 +277,11 @@ pub(crate) fn find(driver: &Driver, id: StreamId) -> Option<Arc<StreamState>> {
     TABLE.get().read().live.get(&(context, id)).cloned()
 }
 
+/// Every live (not destroyed) stream known.
+pub(crate) fn live() -> Vec<Arc<StreamState>> {
+    TABLE.get().read().live.values().cloned().collect()
+}
+
 /// Every stream known, live ones first, then recently destroyed ones.
 pub(crate) fn all() -> Vec<Arc<StreamState>> {
     let t = TABLE.get().read();

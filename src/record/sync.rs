@@ -45,9 +45,24 @@ fn is_query(ep: EntryPoint) -> bool {
 /// stream that drained before it proven drained. Measured on the H200 (`side_stream_matmul.py`):
 /// a side stream's assert after 16 GEMMs had drained the default stream was "one of these 16
 /// ops" without it, because none of the GEMMs carried a marker. Nothing is enqueued while any
-/// stream may be capturing (a marker would become a graph node) or when markers are off.
+/// stream may be capturing (a marker would become a graph node) or when markers are off, and
+/// only where the stream's handle means that stream on this thread: a created stream (`s` is
+/// live: a destroyed handle is never passed back), the legacy stream of the current context,
+/// this thread's own per-thread stream (`CU_STREAM_PER_THREAD` names the calling thread's: a
+/// marker meant for another thread's landed on this thread's idle stream, was written at once
+/// and "proved" the other thread's kernels complete, H200 `threads_ptsz_fault.cu`).
 fn mark_tail(driver: &'static real::Driver, s: &StreamState) {
     if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 || !config::markers_enabled() {
+        return;
+    }
+    let here = match s.id {
+        StreamId::Handle(_) => true,
+        StreamId::Legacy => s.context == driver.current_context(),
+        StreamId::PerThread(t) => {
+            t == crate::threads::thread_id() && s.context == driver.current_context()
+        }
+    };
+    if !here {
         return;
     }
     let issued = s.issued.load(Ordering::Acquire);
@@ -98,13 +113,17 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             } else {
                 driver.current_context()
             };
-            let list: Vec<_> = (streams::all().into_iter())
-                .filter(|s| s.context == ctx)
-                .collect();
-            for s in &list {
+            for s in streams::live().iter().filter(|s| s.context == ctx) {
                 mark_tail(driver, s);
             }
-            Some(SyncMark(list.into_iter().map(issued).collect(), 0))
+            Some(SyncMark(
+                streams::all()
+                    .into_iter()
+                    .filter(|s| s.context == ctx)
+                    .map(issued)
+                    .collect(),
+                0,
+            ))
         }
         Call::BeginCapture { .. } => {
             // Raised before the real call: from the moment the stream may be capturing, every
