@@ -235,33 +235,11 @@ impl Ring {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cuda::entry_points::EntryPoint;
-    use crate::record::{Launch, OpKind, StreamId};
+    use crate::record::OpKind;
     use std::cell::Cell;
 
     fn op() -> OpRecord {
-        OpRecord {
-            seq: 0,
-            launch: Launch {
-                kind: OpKind::Kernel,
-                handle: 1,
-                grid: [1; 3],
-                block: [1; 3],
-                shared_mem_bytes: 0,
-                bytes: 0,
-                stream: 0,
-            },
-            entry_point: EntryPoint::cuLaunchKernel,
-            stream: StreamId::Legacy,
-            context: 1,
-            device: 0,
-            thread: 1,
-            time_ns: 0,
-            synchronous: false,
-            marked: true,
-            stack: StackRef::None,
-            python: crate::stack::python::PythonStack::EMPTY,
-        }
+        OpRecord::for_test(0, OpKind::Kernel, 0)
     }
 
     #[test]

@@ -466,16 +466,20 @@ mod tests {
         assert_eq!(text.matches("#12 k12").count(), 1);
     }
 
-    #[test]
-    fn verbose_shows_the_frames_after_main() {
-        let mut r = sample();
-        let frame = |function: &str| Frame {
+    /// A frame of function `function` in `/bin/app`, without file and line.
+    fn frame(function: &str) -> Frame {
+        Frame {
             function: Some(function.into()),
             file: None,
             line: None,
             module: Some("/bin/app".into()),
             address: "0x0".into(),
-        };
+        }
+    }
+
+    #[test]
+    fn verbose_shows_the_frames_after_main() {
+        let mut r = sample();
         r.culprit.op.as_mut().unwrap().stack =
             vec![frame("launch"), frame("main"), frame("__libc_start_main")];
         r.path = Some("r.json".into());
@@ -512,13 +516,6 @@ mod tests {
     #[test]
     fn frames_left_out_are_said_to_be_in_the_json_only_when_one_was_written() {
         let mut r = sample();
-        let frame = |function: &str| Frame {
-            function: Some(function.into()),
-            file: None,
-            line: None,
-            module: Some("/bin/app".into()),
-            address: "0x0".into(),
-        };
         let stack: Vec<Frame> = (0..9).map(|i| frame(&format!("f{i}"))).collect();
         r.culprit.op.as_mut().unwrap().stack = stack;
         // No JSON written (CUDABLAME_REPORT=off, or the write failed): the text says so.
