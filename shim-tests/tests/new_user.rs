@@ -76,6 +76,30 @@ fn demo_accepts_the_report_pattern_of_its_help() {
 }
 
 #[test]
+fn demo_reads_an_exported_report_variable_and_report_off_succeeds() {
+    // Found by a new-user trial: `demo --report off` ended "no report at off" with exit 1, and
+    // an exported CUDABLAME_REPORT was ignored (the report went to the current folder).
+    let o = cli(&["demo", "--simulated", "--report", "off"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        err(&o).contains("no JSON report (report off)"),
+        "{}",
+        err(&o)
+    );
+    assert!(err(&o).contains("histogram_oob"), "{}", err(&o));
+    let dir = fresh("demo-env-report");
+    let path = dir.join("from-env.json");
+    let o = cli_in(
+        &cudablame(),
+        &["demo", "--simulated"],
+        &[("CUDABLAME_REPORT", s(&path))],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(path.exists(), "{}", err(&o));
+    assert!(!err(&o).contains("exit status:"), "{}", err(&o));
+}
+
+#[test]
 fn run_makes_the_report_and_trace_folders_at_start() {
     let dir = fresh("run-folders");
     let report = dir.join("reports/cb-%h-r%r.json");

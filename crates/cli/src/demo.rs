@@ -20,7 +20,8 @@ pub struct DemoArgs {
     /// the temporary folder when that is not writable; created if missing)
     #[arg(long, value_name = "DIR", conflicts_with = "report")]
     report_dir: Option<PathBuf>,
-    /// Path pattern of the JSON report, as `run --report` (%p pid, %h host, %r rank, %% a %)
+    /// Path pattern of the JSON report, as `run --report` (%p pid, %h host, %r rank, %% a %;
+    /// `off`: none) [CUDABLAME_REPORT]
     #[arg(long, value_name = "PATH")]
     report: Option<String>,
 }
@@ -112,7 +113,11 @@ pub fn demo(args: DemoArgs) -> ExitCode {
     // The report goes where the user stands (the current folder), unless told otherwise; a
     // current folder that cannot be written falls back to the temporary folder, said below.
     let mut fallback = None;
-    let report = match args.report {
+    // `--report`, else a `CUDABLAME_REPORT` the user exported (as `run` reads it).
+    let from_env = std::env::var("CUDABLAME_REPORT")
+        .ok()
+        .filter(|v| !v.trim().is_empty() && args.report_dir.is_none());
+    let report = match args.report.or(from_env) {
         Some(pattern) => pattern,
         None => {
             let dir = args.report_dir.unwrap_or_else(|| {
@@ -126,9 +131,10 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             dir.join("cudablame-demo-%p.json").display().to_string()
         }
     };
+    let off = report.trim().eq_ignore_ascii_case("off");
     if let Some(dir) = std::path::Path::new(&report)
         .parent()
-        .filter(|d| !d.as_os_str().is_empty() && !d.to_string_lossy().contains('%'))
+        .filter(|d| !off && !d.as_os_str().is_empty() && !d.to_string_lossy().contains('%'))
     {
         if let Err(e) = std::fs::create_dir_all(dir) {
             eprintln!("cudablame demo: cannot make {}: {e}", dir.display());
@@ -182,7 +188,16 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    eprintln!("cudablame demo: the demo program exited with {status}: it got the CUDA error, as it would without cudablame");
+    let code = status
+        .code()
+        .map_or_else(|| status.to_string(), |c| format!("status {c}"));
+    eprintln!("cudablame demo: the demo program exited with {code}: it got the CUDA error, as it would without cudablame");
+    if off {
+        eprintln!(
+            "cudablame demo: no JSON report (report off); the text report above names the culprit"
+        );
+        return ExitCode::SUCCESS;
+    }
     let path = crate::common::expand_pattern(&report, pid);
     // A report of this run: an older file of a reused pid would have an earlier error time.
     match std::fs::read(&path)

@@ -43,8 +43,9 @@ pub struct RunArgs {
     /// The human report on stderr [CUDABLAME_TEXT]
     #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
     text: Option<String>,
-    /// Progress markers: budget (default: sparse, about 1% of host and 2% of GPU time), every
-    /// (after each op: exact illegal-address verdicts, +2.1 us GPU per op), off (culprits are
+    /// Progress markers: budget (default: sparse, one per 500 us of host time between calls, at
+    /// most 32 ops apart, and before each wait), every (after each op: exact illegal-address
+    /// verdicts, about +2 us GPU per op), off (culprits are
     /// named as suspects only) [CUDABLAME_MARKERS]
     #[arg(long, value_name = "budget|every|off", value_parser = ["budget", "every", "on", "off"])]
     markers: Option<String>,
