@@ -458,6 +458,9 @@ fn the_default_report_folder_is_checked_at_start() {
         e.contains("the default report path cudablame-%h-%p.json"),
         "{e}"
     );
+    // The OS's reason, not the name of cudablame's probe file (a new-user trial saw
+    // `at path "/proc/./.cudablame-probe-DWCRGO"`).
+    assert!(!e.contains(".cudablame-probe"), "{e}");
     // Told where to write instead, it runs.
     let o = cli_at(
         Path::new("/proc"),
