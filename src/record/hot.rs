@@ -85,13 +85,14 @@ pub(super) fn mark_if_due(
         blocking_copy,
         || state.marker_value(),
     );
-    let marked = due.is_some_and(|_| state.write_marker(driver, op.seq));
-    if marked {
-        ring.mark_newest();
-    }
-    if let (true, Some(why)) = (marked, due) {
-        cost::marked_because(why);
-    }
+    let marked = match due {
+        Some(why) if state.write_marker(driver, op.seq) => {
+            ring.mark_newest();
+            cost::marked_because(why);
+            true
+        }
+        _ => false,
+    };
     ring.marks.note(op.seq, op.time_ns, returned_ns, marked);
     marked
 }

@@ -96,9 +96,9 @@ pub(crate) struct Marks {
 }
 
 impl Marks {
-    /// Notes a marker enqueued behind the newest op, `seq`, before the host waits for the stream
-    /// (`record::sync`): the next op's budget starts afresh.
-    pub(crate) fn note_tail(&mut self, seq: u64) {
+    /// Notes a marker the driver took behind op `seq`, the stream's newest (by the budget, or
+    /// before the host waits for the stream, `record::sync`): the next op's budget starts afresh.
+    pub(crate) fn marker_taken(&mut self, seq: u64) {
         self.busy_ns = 0;
         self.last_seq = seq;
         self.unmarked = 0;
@@ -116,10 +116,7 @@ impl Marks {
     /// driver took its marker) or not.
     pub(crate) fn note(&mut self, seq: u64, now_ns: u64, returned_ns: u64, marked: bool) {
         if marked {
-            self.busy_ns = 0;
-            self.last_seq = seq;
-            self.unmarked = 0;
-            self.marked_total += 1;
+            self.marker_taken(seq);
         } else {
             // A clock stepped back: the next op is marked anyway (`should_mark`).
             self.busy_ns = self.busy_until(now_ns).unwrap_or(u64::MAX);
@@ -153,8 +150,9 @@ pub(crate) enum Why {
 pub(crate) const WHY_NAMES: [&str; 7] = ["every", "first", "count", "copy", "gap", "idle", "wait"];
 
 /// Whether op `seq` (`blocking_copy`: a blocking copy that proves nothing), recorded at host time
-/// `now_ns`, gets a progress marker under `mode` and `budget`, given the stream's `marks`, and why. `slot` reads the stream's marker
-/// slot (the last sequence number the device wrote); it is called only when its answer matters.
+/// `now_ns`, gets a progress marker under `mode` and `budget`, given the stream's `marks`, and
+/// why. `slot` reads the stream's marker slot (the last sequence number the device wrote); it is
+/// called only when its answer matters.
 pub(crate) fn should_mark(
     mode: MarkerMode,
     budget: &Budget,

@@ -76,7 +76,7 @@ fn mark_tail(driver: &'static real::Driver, s: &StreamState) {
     }
     if s.write_marker(driver, newest) {
         ring.mark_newest();
-        ring.marks.note_tail(newest);
+        ring.marks.marker_taken(newest);
         super::cost::marked_because(super::policy::Why::Wait);
     }
 }
