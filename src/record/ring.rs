@@ -65,8 +65,6 @@ pub(crate) struct Ring {
     held_copies: VecDeque<StackCopy>,
     /// Buffers of held copies whose ops were proven since, ready for reuse.
     spare_copies: Vec<StackCopy>,
-    /// Bytes of this ring's buffers counted in [`EXTRA_COPY_BYTES`].
-    extra_bytes: usize,
     /// Round robin; each copy holds the op its `seq` names.
     copies: Vec<StackCopy>,
     next_copy: usize,
@@ -76,7 +74,7 @@ pub(crate) struct Ring {
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        let bytes = self.extra_bytes;
+        let bytes = self.extra_bytes();
         let _ = EXTRA_COPY_BYTES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
             Some(n.saturating_sub(bytes))
         });
@@ -113,6 +111,14 @@ impl Ring {
         seq > known
     }
 
+    /// Bytes of this ring's buffers beyond its [`STACK_COPIES`] (held or spare), as counted in
+    /// [`EXTRA_COPY_BYTES`].
+    fn extra_bytes(&self) -> usize {
+        (self.held_copies.iter().chain(&self.spare_copies))
+            .map(StackCopy::capacity)
+            .sum()
+    }
+
     /// A buffer to hold a leaving copy's place: a spare one, else a new one of `bytes` while the
     /// held copies' bounds allow (the only allocation after the first [`STACK_COPIES`] ops, and
     /// only while the stream runs further behind than it ever did).
@@ -127,7 +133,6 @@ impl Ring {
             (n + bytes <= HELD_COPY_BYTES).then_some(n + bytes)
         });
         grown.ok()?;
-        self.extra_bytes += bytes;
         Some(StackCopy::new(bytes))
     }
 
@@ -304,13 +309,13 @@ mod tests {
         assert_eq!(&*first_stack.ips(), &*last_stack.ips());
         // Proven: the held buffers become spares and are reused, nothing new is allocated.
         completed.set(300);
-        let extra = ring.extra_bytes;
+        let extra = ring.extra_bytes();
         for _ in 0..300 {
             ring.push(op(), 16, Some((&regs, 4096)), &done);
         }
         assert_eq!(ring.held_copies.len(), 300 - STACK_COPIES);
         assert_eq!(ring.held_copies.front().map(|c| c.seq), Some(301));
-        assert_eq!(ring.extra_bytes, extra);
+        assert_eq!(ring.extra_bytes(), extra);
         assert_eq!(extra, (300 - STACK_COPIES) * 4096);
     }
 

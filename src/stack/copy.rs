@@ -35,6 +35,11 @@ impl StackCopy {
         }
     }
 
+    /// The most bytes this copy can hold.
+    pub(crate) fn capacity(&self) -> usize {
+        self.bytes.len()
+    }
+
     /// Copies the calling thread's stack from `regs.rsp` upwards (at most this copy's capacity,
     /// never past the thread's stack) for op `seq`. `regs` must have been read in a frame of this
     /// thread that is still live. Leaves the copy empty when the stack bounds are unknown.
