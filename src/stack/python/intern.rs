@@ -2,8 +2,8 @@
 
 use super::layout::*;
 use super::runtime::*;
+use crate::safety::ForkSafeOnce;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 /// The entry index meaning "code object not interned" (table full): shown as `<unknown>`.
 pub(super) const UNKNOWN: u32 = u32::MAX;
@@ -103,7 +103,8 @@ pub(super) struct Table {
     insert: parking_lot::Mutex<(usize, usize)>,
 }
 
-pub(super) static TABLE: OnceLock<Table> = OnceLock::new();
+/// Fork-safe, as `stacks::TABLE`.
+pub(super) static TABLE: ForkSafeOnce<Table> = ForkSafeOnce::new();
 
 pub(super) fn table() -> &'static Table {
     TABLE.get_or_init(|| Table {

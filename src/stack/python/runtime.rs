@@ -1,9 +1,9 @@
 //! The interpreter, found once (cold): CPython version, symbols and layout of the running process.
 
 use super::layout::*;
+use crate::safety::ForkSafeOnce;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 
 pub(super) type ThisThreadStateFn = unsafe extern "C" fn() -> *mut c_void;
 pub(super) type FlagFn = unsafe extern "C" fn() -> c_int;
@@ -29,7 +29,8 @@ pub(super) struct Runtime {
     pub(super) bytes_type: usize,
 }
 
-pub(super) static STATE: OnceLock<State> = OnceLock::new();
+/// Fork-safe, as `stacks::TABLE` (detection is idempotent: `ForkSafeOnce` may run it twice).
+pub(super) static STATE: ForkSafeOnce<State> = ForkSafeOnce::new();
 /// Set when a walk found memory that does not look like the expected layout.
 pub(super) static LAYOUT_MISMATCH: AtomicBool = AtomicBool::new(false);
 

@@ -15,8 +15,8 @@
 //! innermost frame only (`PythonStack::top`), and the report says frames were lost.
 
 use super::capture::FrameRef;
+use crate::safety::ForkSafeOnce;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 /// Slots of the table (a power of two); 512 KiB of pointers, allocated at the first capture.
 pub(super) const STACK_SLOTS: usize = 1 << 16;
@@ -62,7 +62,9 @@ impl Table {
     }
 }
 
-static TABLE: OnceLock<Table> = OnceLock::new();
+/// Fork-safe (`safety::ForkSafeOnce`: a `OnceLock` being built when another thread forks stays
+/// "running" in the child, whose first capture would then wait forever).
+static TABLE: ForkSafeOnce<Table> = ForkSafeOnce::new();
 
 fn table() -> &'static Table {
     TABLE.get_or_init(|| Table::new(STACK_SLOTS, MAX_STACKS))
