@@ -130,6 +130,36 @@ def train_step(torch):
     torch.autograd.backward(launch_good, custom_backward)  # @backward_call
 
 
+def make_launcher(i, first_line):
+    """A fresh function `gen_<i>` in file `<gen i>`, starting at `first_line`, that calls
+    `launch`: compiled now, so its code object is new (and freed when the caller drops it)."""
+    src = "\n" * (first_line - 1) + f"def gen_{i}(launch):\n    return launch()\n"
+    ns = {}
+    exec(compile(src, f"<gen {i}>", "exec"), ns)
+    return ns[f"gen_{i}"]
+
+
+def reused():
+    """Code objects freed and new ones made at their addresses (the allocator reuses a freed
+    block): each of 200 fresh functions launches once, then a fresh one launches the bad kernel
+    from an address an earlier code object had. cudablame must name that last function, not
+    what it remembered of the address."""
+    seen = set()
+    for i in range(200):
+        fn = make_launcher(i, 1 + i % 7)
+        seen.add(id(fn.__code__))
+        fn(launch_good)
+        del fn
+    for i in range(200, 400):
+        fn = make_launcher(i, 8)
+        if id(fn.__code__) in seen:
+            print(f"reused_address={id(fn.__code__):#x}", flush=True)
+            print(f"last_function=gen_{i}", flush=True)
+            return fn(launch_bad)
+        del fn
+    print("reused_address=none", flush=True)
+
+
 def main():
     scenario = sys.argv[1] if len(sys.argv) > 1 else "main"
     print(f"pid={os.getpid()}", flush=True)
@@ -142,6 +172,8 @@ def main():
         t = threading.Thread(target=in_thread)
         t.start()
         t.join()
+    elif scenario == "reused":
+        reused()
     elif scenario == "backward":
         write_fake_torch(sys.argv[2])
         import torch

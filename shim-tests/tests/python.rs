@@ -399,6 +399,38 @@ fn backward_worker_shows_its_frames_then_the_callers() {
     assert!(py_at < native_at);
 }
 
+/// A code object freed and a new one made at its address (`reused` in py_launch.py: 200 fresh
+/// functions launch, then one compiled at a first line none of them had lands on an address one
+/// of them had and launches the culprit): the report names the new function, its file and line,
+/// not what cudablame interned for the address before (the code objects' fingerprint).
+fn assert_reused(py: &Python, r: &Run) {
+    let who = &py.what;
+    assert_ne!(
+        r.printed("reused_address"),
+        "none",
+        "{who}: no address was reused"
+    );
+    let last = r.printed("last_function");
+    let n = last.strip_prefix("gen_").unwrap();
+    assert_eq!(r.culprit()["kernel"], "bad", "{who}");
+    let stack = r.culprit()["python_stack"].as_array().unwrap().clone();
+    assert_eq!(frame(&stack[0]).0, "launch_bad", "{who}: {stack:?}");
+    // Compiled with 7 blank lines first: `return launch()` is line 9 of "<gen N>".
+    assert_eq!(
+        frame(&stack[1]),
+        (last.clone(), format!("<gen {n}>"), 9),
+        "{who}: {stack:?}"
+    );
+    assert_eq!(frame(&stack[2]).0, "reused", "{who}: {stack:?}");
+}
+
+#[test]
+fn a_code_object_at_a_reused_address_is_named_as_itself() {
+    let py = python3();
+    let r = run_py(&py, "reused", &[]);
+    assert_reused(&py, &r);
+}
+
 /// Every CPython 3.10 to 3.13 this machine has (pyenv's and the system's, shared and static
 /// builds): the same exact frames from each, which checks the per-version layouts and line tables.
 #[test]
@@ -417,5 +449,7 @@ fn every_installed_cpython_version() {
         assert_python_frames(py, &r);
         let r = run_py(py, "backward", &[]);
         assert_backward(py, &r);
+        let r = run_py(py, "reused", &[]);
+        assert_reused(py, &r);
     }
 }

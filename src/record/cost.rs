@@ -5,31 +5,41 @@
 //! configuration and nothing else.
 //!
 //! Phases are timed with the time-stamp counter (`rdtsc`, about 7 ns a reading on x86-64)
-//! rather than `clock_gettime` (about 25 ns): an op takes 10 readings, and with the clock the
+//! rather than `clock_gettime` (about 25 ns), as one timeline per op ([`Timeline`]: each
+//! reading ends one phase and starts the next, eight readings an op plus two around the stack
+//! copy, and one thread-local lookup at the end): with a `clock_gettime` pair per phase the
 //! measurement itself added an estimated 150 ns (from those per-reading costs, not measured) to
-//! the "other" share it reports. Ticks become ns at
-//! exit, scaled by `CLOCK_MONOTONIC` over the whole run (elsewhere the clock is used directly).
+//! the "other" share it reports. Ticks become ns at exit, scaled by `CLOCK_MONOTONIC` over the
+//! whole run (elsewhere the clock is used directly).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Once;
 
-/// A timed part of recording one op.
+/// A timed part of recording one op, in the order [`enqueue`](super::hot::enqueue) runs them.
 #[derive(Clone, Copy)]
 pub(crate) enum Phase {
-    /// Native stack: the copy of the stack's top (`stack::copy`).
-    Stack,
     /// Python frames (`stack::python::PythonStack::capture`).
     Python,
+    /// The op's thread, kernel name and stream (`names::note`, `streams::lookup`).
+    Lookup,
+    /// Taking the stream's ring lock.
+    Lock,
     /// The real driver call (the launch, copy or memset itself).
     RealCall,
-    /// `cuStreamWriteValue64` of the progress marker.
+    /// Recording the op after the call: the capture check, the ring push and the stack copy in
+    /// it (the copy is also counted apart, as [`Phase::Stack`]).
+    Record,
+    /// Native stack: the copy of the stack's top (`stack::copy`), inside [`Phase::Record`].
+    Stack,
+    /// The marker policy and the `cuStreamWriteValue64` of the progress marker.
     Marker,
-    /// The whole hook, from entry to return.
-    Total,
+    /// The rest of the hook: its entry (driver and configuration checks, the op's time stamp)
+    /// and its exit (the ring unlock, the stream's reference dropped).
+    Rest,
 }
 
-const PHASES: usize = 5;
+const PHASES: usize = 8;
 const REASONS: usize = super::policy::WHY_NAMES.len();
 
 /// One thread's counters. Written only by their thread (a relaxed load and store, no
@@ -45,6 +55,9 @@ struct Counters {
     marked: AtomicU64,
     held_unwinds: AtomicU64,
     held_copies: AtomicU64,
+    /// Marker writes that took at least [`LONG_MARKER_NS`] (count, ns in them).
+    long_markers: AtomicU64,
+    long_marker_ns: AtomicU64,
     /// Markers taken by the driver, by `policy::Why`.
     marked_why: [AtomicU64; REASONS],
     next: AtomicPtr<Counters>,
@@ -60,6 +73,8 @@ impl Counters {
             marked: AtomicU64::new(0),
             held_unwinds: AtomicU64::new(0),
             held_copies: AtomicU64::new(0),
+            long_markers: AtomicU64::new(0),
+            long_marker_ns: AtomicU64::new(0),
             marked_why: [const { AtomicU64::new(0) }; REASONS],
             next: AtomicPtr::new(std::ptr::null_mut()),
         }
@@ -192,22 +207,91 @@ fn ns_per_tick() -> f64 {
     }
 }
 
-/// Counts one recorded op with the stack bytes it copied, its Python frames and whether it got a
-/// progress marker.
-#[inline]
-pub(crate) fn op(stack_bytes: usize, python_frames: usize, marked: bool) {
-    if enabled() {
+/// The phases of one recorded op, timed on the launching thread: each [`lap`](Self::lap) ends
+/// one phase and starts the next (one tick reading a phase), and [`finish`](Self::finish) adds
+/// them all to the thread's counters at once (one thread-local lookup per op). Inert (no reading)
+/// when not measuring.
+pub(crate) struct Timeline {
+    /// The last reading (0: not measuring).
+    last: u64,
+    ticks: [u64; PHASES],
+}
+
+impl Timeline {
+    /// Starts timing an op at the hook's entry.
+    #[inline]
+    pub(crate) fn start() -> Timeline {
+        Timeline {
+            last: start(),
+            ticks: [0; PHASES],
+        }
+    }
+
+    /// A timeline that times nothing (an op whose cost is not counted: a blocking copy).
+    pub(crate) fn none() -> Timeline {
+        Timeline {
+            last: 0,
+            ticks: [0; PHASES],
+        }
+    }
+
+    /// Ends `phase`: the ticks since the last lap (or the start) are its.
+    #[inline]
+    pub(crate) fn lap(&mut self, phase: Phase) {
+        if self.last != 0 {
+            let t = ticks();
+            self.ticks[phase as usize] += t.saturating_sub(self.last);
+            self.last = t;
+        }
+    }
+
+    /// Ends the op (the time since the last lap is [`Phase::Rest`]) and counts it with the stack
+    /// bytes it copied, its Python frames and whether it got a progress marker.
+    #[inline]
+    pub(crate) fn finish(mut self, stack_bytes: usize, python_frames: usize, marked: bool) {
+        if self.last == 0 {
+            return;
+        }
+        self.lap(Phase::Rest);
         AT_EXIT.call_once(|| {
             // SAFETY: registers a plain extern "C" function with no arguments.
             unsafe { libc::atexit(print_at_exit) };
         });
         with(|c, shared| {
+            for (counter, &t) in c.ticks.iter().zip(&self.ticks) {
+                if t != 0 {
+                    bump(counter, t, shared);
+                }
+            }
             bump(&c.ops, 1, shared);
             bump(&c.stack_bytes, stack_bytes as u64, shared);
             bump(&c.python_frames, python_frames as u64, shared);
             bump(&c.marked, marked as u64, shared);
         });
     }
+}
+
+/// A marker write at least this long (ns) is counted apart: the driver's queue was full and the
+/// write waited for room (a marker alone takes 1.0 to 1.5 µs of host time on the H200).
+pub(crate) const LONG_MARKER_NS: u64 = 4_000;
+
+/// Runs one marker write `write`, counting it apart when it took at least [`LONG_MARKER_NS`]
+/// (the monotonic clock, read only when measuring).
+#[inline]
+pub(crate) fn marker_write(write: impl FnOnce() -> bool) -> bool {
+    if !enabled() {
+        return write();
+    }
+    let t0 = monotonic_ns();
+    let taken = write();
+    let ns = monotonic_ns().saturating_sub(t0);
+    if ns >= LONG_MARKER_NS {
+        with(|c, shared| {
+            bump(&c.long_markers, 1, shared);
+            bump(&c.long_marker_ns, ns, shared);
+        });
+    }
+    taken
 }
 
 /// Counts one stack copy unwound on the launching thread because its op left the copies
@@ -246,36 +330,49 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The stats line: mean ns per recorded op of each phase, how many ops got a progress marker
-/// (`marked N of M ops (every E, first F, count C, copy P, gap G, idle I)`: markers by the
-/// policy's reason), how many stack copies were held as copies (`held stack copies N`) and how
-/// many were unwound while recording (`held stacks unwound N`); the integration tests read them.
+/// The stats line: mean ns per recorded op of each phase (`total T = real call R + cudablame C
+/// (...)`: C is everything but the real call), how many ops got a progress marker (`marked N of M
+/// ops (every E, first F, count C, copy P, gap G, idle I, wait W)`: markers by the policy's
+/// reason), how many marker writes waited for room in the driver's queue, how many stack copies
+/// were held as copies (`held stack copies N`) and how many were unwound while recording (`held
+/// stacks unwound N`); the integration tests and `scripts/bench.sh` read them.
 pub(crate) fn line() -> String {
     let n_ops = total(|c| &c.ops);
     let ops = n_ops.max(1);
     let scale = ns_per_tick();
     let ns = |p: Phase| (total(|c| &c.ticks[p as usize]) as f64 * scale) as u64 / ops;
-    let (stack, python, real, marker, whole) = (
-        ns(Phase::Stack),
-        ns(Phase::Python),
-        ns(Phase::RealCall),
-        ns(Phase::Marker),
-        ns(Phase::Total),
-    );
-    let other = whole.saturating_sub(stack + python + real + marker);
+    let stack = ns(Phase::Stack);
+    let [python, lookup, lock, real, record, marker, rest] = [
+        Phase::Python,
+        Phase::Lookup,
+        Phase::Lock,
+        Phase::RealCall,
+        Phase::Record,
+        Phase::Marker,
+        Phase::Rest,
+    ]
+    .map(ns);
+    // The copy is timed inside the ring push: shown on its own, not twice.
+    let record = record.saturating_sub(stack);
+    let own = python + lookup + lock + record + stack + marker + rest;
+    let other = lookup + lock + record + rest;
     let per = |n: u64| n as f64 / ops as f64;
     let why = (super::policy::WHY_NAMES.iter().enumerate())
         .map(|(i, name)| format!("{name} {}", total(|c| &c.marked_why[i])))
         .collect::<Vec<_>>()
         .join(", ");
+    let long = total(|c| &c.long_markers);
     format!(
-        "cudablame stats: {n_ops} recorded ops; mean ns per op: total {whole} = real call {real} + \
-         cudablame {} (native stack copy {stack} for {:.0} bytes; python {python} for {:.1} frames; \
-         marker {marker}; other {other}); marked {} of {n_ops} ops ({why}); held stacks unwound {}; \
-         held stack copies {}",
-        whole.saturating_sub(real),
+        "cudablame stats: {n_ops} recorded ops; mean ns per op: total {} = real call {real} + \
+         cudablame {own} (native stack copy {stack} for {:.0} bytes; python {python} for {:.1} \
+         frames; marker {marker}, of which {} in {long} writes that waited for queue room; other \
+         {other}: stream and kernel lookup {lookup}, ring lock {lock}, ring push {record}, entry \
+         and exit {rest}); marked {} of {n_ops} ops ({why}); held stacks unwound {}; held stack \
+         copies {}",
+        real + own,
         per(total(|c| &c.stack_bytes)),
         per(total(|c| &c.python_frames)),
+        total(|c| &c.long_marker_ns) / ops,
         total(|c| &c.marked),
         total(|c| &c.held_unwinds),
         total(|c| &c.held_copies),

@@ -20,15 +20,15 @@ pub(crate) fn enqueue(
     let Some(driver) = real::driver() else {
         return (real_call(), None);
     };
-    let entered = cost::start();
-    let prepared = crate::safety::guarded(|| prepare(driver, ep, launch));
+    let mut time = cost::Timeline::start();
+    let prepared = crate::safety::guarded(|| prepare(driver, ep, launch, &mut time));
     let Some((state, mut op)) = prepared else {
         return (real_call(), None);
     };
     let mut ring = state.ops.lock();
-    let called = cost::start();
+    time.lap(cost::Phase::Lock);
     let rc = real_call();
-    cost::add(cost::Phase::RealCall, called);
+    time.lap(cost::Phase::RealCall);
     // When the call returned: the marker budget counts host time between calls only (`policy`).
     let returned = now_ns();
     if rc != CUDA_SUCCESS {
@@ -52,13 +52,13 @@ pub(crate) fn enqueue(
         copied = copy.map_or(0, |c| c.1);
         op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
         state.issued.store(op.seq, Ordering::Release);
-        let marking = cost::start();
+        time.lap(cost::Phase::Record);
         marked = mark_if_due(driver, cfg, &state, &mut ring, &op, returned, false);
-        cost::add(cost::Phase::Marker, marking);
+        time.lap(cost::Phase::Marker);
     });
     drop(ring);
-    cost::add(cost::Phase::Total, entered);
-    cost::op(copied, op.python.len(), marked);
+    drop(state);
+    time.finish(copied, op.python.len(), marked);
     (rc, None)
 }
 
@@ -86,7 +86,7 @@ pub(super) fn mark_if_due(
         || state.marker_value(),
     );
     let marked = match due {
-        Some(why) if state.write_marker(driver, op.seq) => {
+        Some(why) if cost::marker_write(|| state.write_marker(driver, op.seq)) => {
             ring.mark_newest();
             cost::marked_because(why);
             true
@@ -106,22 +106,26 @@ pub(super) fn stack_copy<'a>(
     (cfg.stack == StackMode::Native).then_some((entry, cfg.stack_bytes))
 }
 
+/// The op's record before its real call (its Python frames, thread and stream), timed by
+/// `time`.
 pub(super) fn prepare(
     driver: &'static real::Driver,
     ep: EntryPoint,
     launch: Launch,
+    time: &mut cost::Timeline,
 ) -> (std::sync::Arc<StreamState>, OpRecord) {
     crate::config::test_panic(crate::config::PanicPoint::Record);
     let time_ns = now_ns();
-    let pythoning = cost::start();
+    time.lap(cost::Phase::Rest);
     let python = crate::stack::python::PythonStack::capture_configured();
-    cost::add(cost::Phase::Python, pythoning);
+    time.lap(cost::Phase::Python);
     let thread = crate::threads::thread_id();
     if launch.kind == OpKind::Kernel {
         names::note(driver, launch.handle);
     }
     let id = StreamId::resolve(launch.stream, ep.per_thread_default(), thread);
     let state = streams::lookup(driver, id);
+    time.lap(cost::Phase::Lookup);
     let op = OpRecord {
         seq: 0,
         launch,

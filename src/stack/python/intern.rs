@@ -17,15 +17,25 @@ pub(super) const MAX_LINETABLE: usize = 1 << 20;
 pub(super) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What identifies a code object beyond its address: fields that a different code object at the
-/// same address would almost certainly not share all of.
+/// same address would almost certainly not share all of: its first line and the addresses of its
+/// constants and names tuples (created with it and owned by it) and its shape (the 8 bytes after
+/// the object header: 3.11+ `ob_size`, its length in code units; 3.10 `co_argcount` and
+/// `co_posonlyargcount`). Read on every capture, so chosen
+/// from the cache lines that the interpreter itself reads while running the code (the object
+/// header with `co_consts` and `co_names`; in 3.11+ `co_firstlineno` shares its line with
+/// `co_framesize`, read at every call). The file name, function name and line table, checked
+/// here before, sit on a line the interpreter does not touch: on the H200 machine, in a
+/// GPU-bound PyTorch step, the walk cost 185 to 340 ns for 4.6 frames, about a cache miss per frame more than needed.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub(super) struct Fingerprint {
     firstlineno: i32,
-    filename: usize,
-    name: usize,
-    qualname: usize,
-    linetable: usize,
+    shape: u64,
+    consts: usize,
+    names: usize,
 }
+
+/// Where a code object's shape word starts: right after `PyObject_HEAD` (16 bytes on LP64).
+const SHAPE: usize = 16;
 
 /// A thread's most recently seen code objects (address, fingerprint, entry index, flags), direct
 /// mapped: the hot path's answer without the process-wide table, whose lines a large program
@@ -60,10 +70,9 @@ const NO_CODE: RecentSlot = RecentSlot {
     code: 0,
     fingerprint: Fingerprint {
         firstlineno: 0,
-        filename: 0,
-        name: 0,
-        qualname: 0,
-        linetable: 0,
+        shape: 0,
+        consts: 0,
+        names: 0,
     },
     entry: 0,
     flags: 0,
@@ -142,10 +151,9 @@ impl Runtime {
             let l = &self.layout;
             Fingerprint {
                 firstlineno: rd::<i32>(code + l.co_firstlineno),
-                filename: rd::<usize>(code + l.co_filename),
-                name: rd::<usize>(code + l.co_name),
-                qualname: l.co_qualname.map_or(0, |o| rd::<usize>(code + o)),
-                linetable: rd::<usize>(code + l.co_linetable),
+                shape: rd::<u64>(code + SHAPE),
+                consts: rd::<usize>(code + l.co_consts),
+                names: rd::<usize>(code + l.co_names),
             }
         }
     }
@@ -232,16 +240,20 @@ impl Runtime {
         // SAFETY: this function's own contract (its doc and the callers' SAFETY comments): the
         // addresses it reads are live objects of this thread's interpreter.
         unsafe {
+            let l = &self.layout;
             let filename = self
-                .read_str(fp.filename)
+                .read_str(rd::<usize>(code + l.co_filename))
                 .unwrap_or_else(|| "<unknown>".into());
-            let name = self.read_str(fp.name).unwrap_or_else(|| "<unknown>".into());
-            let function = match self.layout.co_qualname {
-                Some(_) => self.read_str(fp.qualname).unwrap_or_else(|| name.clone()),
+            let name = self
+                .read_str(rd::<usize>(code + l.co_name))
+                .unwrap_or_else(|| "<unknown>".into());
+            let function = match l.co_qualname {
+                Some(o) => self
+                    .read_str(rd::<usize>(code + o))
+                    .unwrap_or_else(|| name.clone()),
                 None => name.clone(),
             };
-            let linetable = self.read_bytes(fp.linetable)?;
-            let _ = code;
+            let linetable = self.read_bytes(rd::<usize>(code + l.co_linetable))?;
             Some(Entry {
                 index: 0,
                 fingerprint: fp,

@@ -38,6 +38,10 @@ pub(super) struct Layout {
     /// `owner` (3.12+: `FRAME_OWNED_BY_CSTACK` entry frames are skipped).
     pub(super) fr_owner: Option<usize>,
     pub(super) co_firstlineno: usize,
+    /// `co_consts` and `co_names`: read on every capture for the fingerprint (next to the
+    /// object header, where the interpreter reads them too).
+    pub(super) co_consts: usize,
+    pub(super) co_names: usize,
     pub(super) co_filename: usize,
     pub(super) co_name: usize,
     /// 3.11+ (3.10 has only `co_name`).
@@ -77,6 +81,8 @@ pub(super) const LAYOUT_310: Layout = Layout {
     fr_instr: 96, // f_lasti
     fr_owner: None,
     co_firstlineno: 40,
+    co_consts: 56,
+    co_names: 64,
     co_filename: 104,
     co_name: 112,
     co_qualname: None,
@@ -103,6 +109,8 @@ pub(super) const LAYOUT_311: Layout = Layout {
     fr_instr: 56,
     fr_owner: None,
     co_firstlineno: 72,
+    co_consts: 24,
+    co_names: 32,
     co_filename: 112,
     co_name: 120,
     co_qualname: Some(128),
@@ -129,6 +137,8 @@ pub(super) const LAYOUT_312: Layout = Layout {
     fr_instr: 56,
     fr_owner: Some(70),
     co_firstlineno: 68,
+    co_consts: 24,
+    co_names: 32,
     co_filename: 112,
     co_name: 120,
     co_qualname: Some(128),
@@ -157,6 +167,8 @@ pub(super) const LAYOUT_313: Layout = Layout {
     fr_instr: 56,
     fr_owner: Some(70),
     co_firstlineno: 68,
+    co_consts: 24,
+    co_names: 32,
     co_filename: 112,
     co_name: 120,
     co_qualname: Some(128),
@@ -225,6 +237,9 @@ pub(super) fn layout_313(words: &[u64]) -> Result<Layout, String> {
         fr_instr: w(dbg::FR_INSTR_PTR),
         fr_owner: Some(w(dbg::FR_OWNER)),
         co_firstlineno: w(dbg::CO_FIRSTLINENO),
+        // Not in `_Py_DebugOffsets`: right after `PyObject_VAR_HEAD` in every 3.11+ build.
+        co_consts: LAYOUT_313.co_consts,
+        co_names: LAYOUT_313.co_names,
         co_filename: w(dbg::CO_FILENAME),
         co_name: w(dbg::CO_NAME),
         co_qualname: Some(w(dbg::CO_QUALNAME)),

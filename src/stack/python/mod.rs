@@ -23,7 +23,8 @@
 //!   copied into memory cudablame owns (the code object is alive then: the frame references it),
 //!   so a report never reads a code object that may have been freed since. Entries are keyed by
 //!   address and checked against a fingerprint (`co_firstlineno` and the addresses of
-//!   `co_filename`, `co_name`, `co_qualname`, `co_linetable`) on every capture: a code object
+//!   `co_consts` and `co_names`: fields on the lines the interpreter reads anyway, see
+//!   `intern::Fingerprint`) on every capture: a code object
 //!   freed and another allocated at its address gets a new entry. Entries are never freed.
 //! * Report time ([`PythonStack::resolve`]): offsets become line numbers with CPython's own
 //!   algorithm (`PyCode_Addr2Line`) over the copied line table: 3.10's PEP 626 `co_linetable`,
