@@ -334,6 +334,90 @@ run_case() {
     esac
 }
 
+# hang_state PID: what each thread of a hung process waits in: name, kernel wait channel, the
+# system call it is in (number and first arguments) and the file its user-space pc lies in
+# (from /proc/PID/maps), then gdb's backtraces where gdb exists (the GPU machine has none).
+hang_state() {
+    python3 - "$1" <<'PY'
+import glob, os, sys
+pid = sys.argv[1]
+def read(p):
+    try:
+        return open(p).read().strip()
+    except OSError:
+        return "?"
+maps = []
+for line in read(f"/proc/{pid}/maps").splitlines():
+    f = line.split()
+    lo, hi = (int(x, 16) for x in f[0].split("-"))
+    maps.append((lo, hi, f[5] if len(f) > 5 else "[anon]", "x" in f[1]))
+def where(pc):
+    try:
+        a = int(pc, 16)
+    except ValueError:
+        return "?"
+    for lo, hi, name, _ in maps:
+        if lo <= a < hi:
+            return f"{os.path.basename(name)}+{a - lo:#x}"
+    return "?"
+def scan(sp):
+    """Words on the thread's stack (16 KiB from sp) that point into executable code: return
+    addresses among them, innermost first (a stack scan, with false positives; module offsets
+    for addr2line against the unstripped build)."""
+    try:
+        with open(f"/proc/{pid}/mem", "rb") as m:
+            m.seek(int(sp, 16))
+            data = m.read(16384)
+    except (OSError, ValueError, OverflowError) as e:
+        return [f"(stack unreadable: {e})"]
+    out = []
+    for i in range(0, len(data) - 7, 8):
+        w = int.from_bytes(data[i:i + 8], "little")
+        for lo, hi, name, x in maps:
+            if x and lo <= w < hi:
+                out.append(f"{os.path.basename(name)}+{w - lo:#x}")
+                break
+        if len(out) >= 24:
+            break
+    return out
+print(f"threads of pid {pid} ({read(f'/proc/{pid}/cmdline').replace(chr(0), ' ')[:120]}):")
+for task in sorted(glob.glob(f"/proc/{pid}/task/*")):
+    sc = read(f"{task}/syscall").split()
+    print(f"  tid {os.path.basename(task)} {read(task + '/comm'):16} wchan={read(task + '/wchan'):22} "
+          f"syscall={' '.join(sc[:3])} pc={sc[-1] if sc else '?'} in {where(sc[-1]) if sc else '?'}")
+    if sc and sc[0] == "202":
+        print(f"      futex word {sc[1]} in {where(sc[1])}")
+    if len(sc) > 2:
+        print("      stack scan: " + " ".join(scan(sc[-2])))
+PY
+    if command -v gdb >/dev/null 2>&1; then
+        timeout 60 gdb -batch -p "$1" -ex "thread apply all bt 30" 2>&1 | grep -E '^(#|Thread)'
+    fi
+}
+
+# run_watched OUT ERR COMMAND...: COMMAND with stdout in OUT and stderr in ERR, killed after
+# CASE_TIMEOUT s like `timeout -k 10` (status 124); a hung run first leaves its threads' states
+# in ERR.hang (hang_state), so that a hang seen once can be read afterwards.
+run_watched() {
+    local out=$1 err=$2 pid ticks=0
+    shift 2
+    "$@" >"$out" 2>"$err" &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null && ((ticks < CASE_TIMEOUT * 5)); do
+        sleep 0.2
+        ticks=$((ticks + 1))
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        hang_state "$pid" >"$err.hang" 2>&1
+        kill -TERM "$pid" 2>/dev/null
+        for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2>/dev/null && sleep 1; done
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        return 124
+    fi
+    wait "$pid"
+}
+
 # run_mode MODE NAME SOURCE COMMAND...: one check, with the default markers
 # (MODE default) or CUDABLAME_MARKERS=every (MODE every).
 run_mode() {
@@ -352,9 +436,9 @@ run_mode() {
     sig_base=$(error_signature "$base_err")
     echo "-- $name: without shim: exit $rc_base: ${sig_base:-$(last_line "$base_err")}"
 
-    timeout -k 10 "$CASE_TIMEOUT" \
-        env ${markers[@]+"${markers[@]}"} LD_PRELOAD="$LIB" CUDABLAME_REPORT="$report" "$@" \
-        >"$shim_out" 2>"$shim_err"
+    rm -f "$shim_err.hang"
+    run_watched "$shim_out" "$shim_err" \
+        env ${markers[@]+"${markers[@]}"} LD_PRELOAD="$LIB" CUDABLAME_REPORT="$report" "$@"
     rc_shim=$?
     sig_shim=$(error_signature "$shim_err")
     echo "-- $name: with shim:    exit $rc_shim: ${sig_shim:-$(last_line "$shim_err")}"
@@ -370,6 +454,10 @@ run_mode() {
             record fail "$out"
             echo "    --- first 40 lines of stderr with the shim ($shim_err):"
             head -n 40 "$shim_err" | sed 's/^/    | /'
+            if [[ -f $shim_err.hang ]]; then
+                echo "    --- the hung run's threads ($shim_err.hang):"
+                head -n 80 "$shim_err.hang" | sed 's/^/    | /'
+            fi
             ;;
     esac
 }
