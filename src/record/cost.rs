@@ -6,7 +6,7 @@
 //!
 //! Phases are timed with the time-stamp counter (`rdtsc`, about 7 ns a reading on x86-64)
 //! rather than `clock_gettime` (about 25 ns), as one timeline per op ([`Timeline`]: each
-//! reading ends one phase and starts the next, nine readings an op plus two around the stack
+//! reading ends one phase and starts the next, eight readings an op plus two around the stack
 //! copy, and one thread-local lookup at the end): with a `clock_gettime` pair per phase the
 //! measurement itself added an estimated 150 ns (from those per-reading costs, not measured) to
 //! the "other" share it reports. Ticks become ns at exit, scaled by `CLOCK_MONOTONIC` over the
@@ -25,9 +25,6 @@ pub(crate) enum Phase {
     Lookup,
     /// Taking the stream's ring lock.
     Lock,
-    /// Prefetching the stack copy's source and buffer before the real call (shown with
-    /// [`Phase::Stack`]).
-    Prefetch,
     /// The real driver call (the launch, copy or memset itself).
     RealCall,
     /// Recording the op after the call: the capture check, the ring push and the stack copy in
@@ -42,7 +39,7 @@ pub(crate) enum Phase {
     Rest,
 }
 
-const PHASES: usize = 9;
+const PHASES: usize = 8;
 const REASONS: usize = super::policy::WHY_NAMES.len();
 
 /// One thread's counters. Written only by their thread (a relaxed load and store, no
@@ -344,21 +341,19 @@ pub(crate) fn line() -> String {
     let ops = n_ops.max(1);
     let scale = ns_per_tick();
     let ns = |p: Phase| (total(|c| &c.ticks[p as usize]) as f64 * scale) as u64 / ops;
-    let copy = ns(Phase::Stack);
-    let [python, lookup, lock, prefetch, real, record, marker, rest] = [
+    let stack = ns(Phase::Stack);
+    let [python, lookup, lock, real, record, marker, rest] = [
         Phase::Python,
         Phase::Lookup,
         Phase::Lock,
-        Phase::Prefetch,
         Phase::RealCall,
         Phase::Record,
         Phase::Marker,
         Phase::Rest,
     ]
     .map(ns);
-    // The copy is timed inside the ring push: shown on its own (with its prefetch), not twice.
-    let record = record.saturating_sub(copy);
-    let stack = copy + prefetch;
+    // The copy is timed inside the ring push: shown on its own, not twice.
+    let record = record.saturating_sub(stack);
     let own = python + lookup + lock + record + stack + marker + rest;
     let other = lookup + lock + record + rest;
     let per = |n: u64| n as f64 / ops as f64;

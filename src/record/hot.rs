@@ -27,12 +27,6 @@ pub(crate) fn enqueue(
     };
     let mut ring = state.ops.lock();
     time.lap(cost::Phase::Lock);
-    let cfg = config::get();
-    if let Some((regs, _)) = stack_copy(cfg, entry) {
-        // The copy comes after the call: its cache misses overlap the driver's work.
-        ring.prefetch_copy(regs);
-    }
-    time.lap(cost::Phase::Prefetch);
     let rc = real_call();
     time.lap(cost::Phase::RealCall);
     // When the call returned: the marker budget counts host time between calls only (`policy`).
@@ -44,6 +38,7 @@ pub(crate) fn enqueue(
             crate::safety::guarded(|| keep_live_stack(op.time_ns, entry)).unwrap_or_default();
         return (rc, Some(op));
     }
+    let cfg = config::get();
     let mut copied = 0;
     let mut marked = false;
     crate::safety::guarded(|| {

@@ -171,24 +171,6 @@ impl Ring {
         seq
     }
 
-    /// Starts fetching what the next [`push`](Self::push) with a stack copy of `regs` will copy
-    /// into and from (`StackCopy::prefetch`); caller holds the ring lock, before the real call.
-    /// A leaving copy that is held instead makes the push copy into a spare buffer: that one is
-    /// fetched too when there is one.
-    #[inline]
-    pub(crate) fn prefetch_copy(&self, regs: &EntryRegs) {
-        if self.copies.len() < STACK_COPIES {
-            return; // the first ops of a stream allocate their buffer at the push
-        }
-        let slot = &self.copies[self.next_copy];
-        slot.prefetch(regs);
-        if slot.seq > self.known_completed {
-            if let Some(spare) = self.spare_copies.last() {
-                spare.prefetch(regs);
-            }
-        }
-    }
-
     fn copy_stack(
         &mut self,
         seq: u64,

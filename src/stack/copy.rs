@@ -4,6 +4,13 @@
 //! user stacks. A copy costs one `memcpy` of hot stack memory; an unwind through a large library
 //! costs a rule lookup per frame (see [`super::unwind`]).
 //!
+//! Measured and reverted (H200, GPU-bound PyTorch GPT step, 3 interleaved runs each): prefetching
+//! the copy's source and buffer (`prefetcht0`, one per 64-byte line) before the real call, so that
+//! the copy's cache misses would overlap the driver's work. The copy phase got slower, 518-830 ns
+//! against 289-497 without: 256 prefetches of evicted lines stall the launching thread on the
+//! core's few line-fill buffers instead of running ahead. On the simulated driver with
+//! `BENCH_POLLUTE_KB=2048` (`shim-tests/programs/py_bench.py`) it had looked like a gain.
+//!
 //! The unwind from a copy reads exactly what an unwind at launch time would have read, as long as
 //! the modules that the frames belong to are still loaded: the entry point's registers and the
 //! stack words above them are what the launching thread had when it called the driver.
@@ -40,45 +47,6 @@ impl StackCopy {
         self.bytes.len()
     }
 
-    /// The bytes [`fill`](Self::fill) would copy from `regs.rsp` now: the stack's top, at most
-    /// this copy's capacity, never past the thread's stack (0 when its bounds are unknown).
-    #[inline]
-    fn len_for(&self, regs: &EntryRegs) -> usize {
-        let (lo, hi) = super::unwind::stack_bounds();
-        if regs.rsp >= lo && regs.rsp < hi {
-            ((hi - regs.rsp) as usize).min(self.bytes.len())
-        } else {
-            0
-        }
-    }
-
-    /// Starts bringing into the CPU caches what [`fill`](Self::fill) with `regs` will read and
-    /// write: the stack's top and this copy's buffer, one prefetch per 64-byte line. Called
-    /// before the real driver call, whose time (1 to 11 µs per launch on the H200) then hides the
-    /// cache misses the copy took after it: a framework's work between two launches evicts both
-    /// (simulated with `BENCH_POLLUTE_KB=2048` in `shim-tests/programs/py_bench.py`: the 8 KiB
-    /// copy took 780-820 ns instead of 275-390). A prefetch is a hint: it never faults, on any
-    /// address. No-op off x86-64.
-    #[inline]
-    pub(crate) fn prefetch(&self, regs: &EntryRegs) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let len = self.len_for(regs);
-            let (src, dst) = (regs.rsp as usize, self.bytes.as_ptr() as usize);
-            for off in (0..len).step_by(64) {
-                // SAFETY: `prefetcht0` only hints the cache; it never faults, whatever the
-                // address (Intel SDM vol. 2, PREFETCHh), and both ranges are mapped anyway.
-                unsafe {
-                    _mm_prefetch::<_MM_HINT_T0>((src + off) as *const i8);
-                    _mm_prefetch::<_MM_HINT_T0>((dst + off) as *const i8);
-                }
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = regs;
-    }
-
     /// Copies the calling thread's stack from `regs.rsp` upwards (at most this copy's capacity,
     /// never past the thread's stack) for op `seq`. `regs` must have been read in a frame of this
     /// thread that is still live. Leaves the copy empty when the stack bounds are unknown.
@@ -87,7 +55,12 @@ impl StackCopy {
         self.seq = seq;
         self.gen = super::unwind::load_generation();
         self.regs = *regs;
-        self.len = self.len_for(regs);
+        let (lo, hi) = super::unwind::stack_bounds();
+        self.len = if regs.rsp >= lo && regs.rsp < hi {
+            ((hi - regs.rsp) as usize).min(self.bytes.len())
+        } else {
+            0
+        };
         // SAFETY: [rsp, rsp + len) lies within this thread's own stack (checked above), which is
         // mapped and readable; the destination has room for `len` bytes.
         unsafe {
