@@ -20,6 +20,9 @@ LOOP:
   c                  one ctypes call into py_bench_loop.c (built here with cc), which launches N
                      times from C with the GIL released and the Python frames in place: the
                      hook's own cost without ctypes noise.
+With BENCH_POLLUTE_KB=K (LOOP c only) the C loop writes K KiB of other memory between two
+launches, untimed: the hook then meets caches evicted as by a framework's work between launches
+(2048 doubles or triples every CUDABLAME_STATS phase, as on the GPU machine in a PyTorch step).
 Prints launch_ns=<mean ns per launch>, best_batch_ns=<ns per launch in the fastest batch of 1000>
 and frames=<Python frames at the launch>.
 """
