@@ -141,20 +141,20 @@ def make_launcher(i, first_line):
 
 def reused():
     """Code objects freed and new ones made at their addresses (the allocator reuses a freed
-    block): each of 200 fresh functions launches once, then a fresh one launches the bad kernel
-    from an address an earlier code object had. cudablame must name that last function, not
-    what it remembered of the address."""
-    seen = set()
-    for i in range(200):
+    block): fresh functions launch once each and are dropped; after each, a fresh function
+    compiled at a first line none of them had is made, until one lands on an address a launched
+    code object had: that one launches the bad kernel. cudablame must name it, not what it
+    remembered of the address."""
+    launched = set()
+    for i in range(5000):
         fn = make_launcher(i, 1 + i % 7)
-        seen.add(id(fn.__code__))
+        launched.add(id(fn.__code__))
         fn(launch_good)
         del fn
-    for i in range(200, 400):
-        fn = make_launcher(i, 8)
-        if id(fn.__code__) in seen:
+        fn = make_launcher(100000 + i, 8)
+        if id(fn.__code__) in launched:
             print(f"reused_address={id(fn.__code__):#x}", flush=True)
-            print(f"last_function=gen_{i}", flush=True)
+            print(f"last_function=gen_{100000 + i}", flush=True)
             return fn(launch_bad)
         del fn
     print("reused_address=none", flush=True)
