@@ -14,8 +14,22 @@ pub(crate) mod error_string;
 
 /// Which reports were written: bit 0 the sticky-error report, bit 1 the launch-error report.
 /// A mutex, not a flag: a second thread that hits the error meanwhile waits until the report is
-/// on disk before its call returns. Resettable: a forked child starts with none written.
+/// on disk before its call returns (at most [`REPORT_WAIT`]). The report is written with it
+/// held. Resettable: a forked child starts with none written.
 static WRITTEN: Resettable<Mutex<u8>> = Resettable::new();
+
+/// How long a thread that gets an error waits for the report another thread is writing, at
+/// most. The wait keeps a program from exiting (an exception raised on the main thread) before
+/// the report is out; it is bounded because the waiting thread may hold a lock the report
+/// needs: glibc's loader lock when the call is made by a library constructor inside `dlopen`
+/// (the report's first thread-local with a destructor and `dladdr` take that lock; test
+/// `a_thread_waiting_for_the_report_inside_dlopen_does_not_hang_it`), or a lock of the CUDA
+/// runtime or of the program that the report's calls into the driver and the runtime may need.
+/// Unbounded, each waited for the other forever. Past it the call returns its error unchanged
+/// and the report is finished once the reporting thread can go on. A report slower than this
+/// (not seen: under a second on the simulated driver) may then be cut short by a program that
+/// exits on the error.
+pub(crate) const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 const STICKY: u8 = 1;
 const LAUNCH: u8 = 2;
 
@@ -37,7 +51,9 @@ pub(crate) fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Opt
     } else {
         return;
     };
-    let mut written = WRITTEN.get().lock();
+    let Some(mut written) = WRITTEN.get().try_lock_for(REPORT_WAIT) else {
+        return; // Another thread is still writing the report (see REPORT_WAIT).
+    };
     if *written & (STICKY | trigger) != 0 {
         return; // One report per process; a sticky report also ends launch-error reports.
     }
