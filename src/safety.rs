@@ -4,7 +4,7 @@
 //! program; and a forked child forgets the parent's tables ([`register_fork_handler`], given the
 //! reset of every table by `interpose`, the top of the data path).
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Set by the first panic in cudablame's code: every hook then only makes the real call.
 static DISABLED: AtomicBool = AtomicBool::new(false);
@@ -352,6 +352,148 @@ unsafe impl<T: Send + Sync> Sync for ForkSafeOnce<T> {}
 // SAFETY: moving the cell moves ownership of the published `T` to another thread (`T: Send`).
 unsafe impl<T: Send> Send for ForkSafeOnce<T> {}
 
+/// A value of type `T` for each thread, created on its first use and dropped when the thread
+/// exits, **without a Rust thread-local destructor** (docs/guarantees.md section 12).
+///
+/// Why: a `thread_local!` whose type needs `Drop` makes Rust's std register its destructor on
+/// first access with `__cxa_thread_atexit_impl`, which takes glibc's loader lock. A library
+/// constructor (running inside `dlopen`, that lock held) that starts a thread making CUDA calls
+/// and joins it then waits forever: the thread's first hook waits for the lock the constructor
+/// holds (test `a_constructor_joining_a_thread_that_launches_does_not_hang`).
+///
+/// How: the owner declares a `const` thread-local `Cell<*mut T>` (no destructor, so nothing is
+/// registered) and a `static PerThread` naming it. [`PerThread::with`] reads that cell (one TLS
+/// load and a compare on the hot path; no `pthread_getspecific`); at the thread's first use it
+/// allocates the value and hands it to a POSIX thread-specific key (`pthread_key_create`, once
+/// per `PerThread`; `pthread_setspecific` once per thread). glibc runs key destructors from
+/// `start_thread` after the thread's function returned, taking no loader lock
+/// (`nptl/nptl_deallocate_tsd.c`). That destructor first stores the [`GONE`](Self) sentinel in
+/// the cell, then drops the value: a hook on that thread afterwards (another library's key
+/// destructor making CUDA calls) gets `None`, the same fallback as a `thread_local!`'s failed
+/// `try_with` today, never freed memory and never a new allocation.
+///
+/// Order at thread exit: glibc runs C++ and Rust thread-local destructors (`__call_tls_dtors`)
+/// before key destructors, so the value now outlives those (hooks made from them still find it).
+/// The main thread's key destructors do not run at `exit()` (only at `pthread_exit`): its value
+/// is never dropped. That is harmless: the process is ending, the memory goes with it, and what
+/// a drop does (`record::streams` retiring the thread's per-thread default streams) only moves
+/// state that an exit-time report reads either way.
+///
+/// If no key can be had (`PTHREAD_KEYS_MAX`, 1024 in glibc, used up by the program), nothing is
+/// allocated and `with` returns `None` (each owner has its fallback for that).
+pub(crate) struct PerThread<T: 'static> {
+    /// The owner's `const` thread-local cell: null before first use, [`GONE`] after the drop.
+    cell: &'static std::thread::LocalKey<std::cell::Cell<*mut T>>,
+    /// The pthread key plus one; 0 before it is made, [`NO_KEY`] if it could not be.
+    key: AtomicUsize,
+    /// Makes a thread's value (must not make a hooked call).
+    make: fn() -> T,
+}
+
+/// What a thread's cell holds after its value was dropped (never a valid `T` address: odd and
+/// in the first page).
+const GONE: usize = 1;
+/// [`PerThread::key`] when `pthread_key_create` failed.
+const NO_KEY: usize = usize::MAX;
+
+/// What a key's value points to: the value and the `PerThread` it belongs to (for its cell).
+struct Entry<T: 'static> {
+    owner: &'static PerThread<T>,
+    value: T,
+}
+
+impl<T: 'static> PerThread<T> {
+    /// `cell` must be a thread-local used by nothing else, declared
+    /// `const { Cell::new(std::ptr::null_mut()) }`.
+    pub(crate) const fn new(
+        cell: &'static std::thread::LocalKey<std::cell::Cell<*mut T>>,
+        make: fn() -> T,
+    ) -> Self {
+        PerThread {
+            cell,
+            key: AtomicUsize::new(0),
+            make,
+        }
+    }
+
+    /// Runs `f` with this thread's value (created now if this is its first use). `None`, and `f`
+    /// not run, after the thread's value was dropped (the thread is exiting) or without a key.
+    #[inline]
+    pub(crate) fn with<R>(&'static self, f: impl FnOnce(&T) -> R) -> Option<R> {
+        // A `const` thread-local without destructor: `with` cannot fail and registers nothing.
+        let p = self.cell.with(|c| c.get());
+        if p as usize == GONE {
+            return None;
+        }
+        let p = if p.is_null() { self.create()? } else { p };
+        // SAFETY: `p` is this thread's live value: set by `create` on this thread, and replaced
+        // by GONE before the key destructor (on this thread, after any `with` returned, since
+        // it runs when the thread's function returned) frees it. Only shared references are
+        // handed out; `T` takes care of its own interior mutability.
+        Some(f(unsafe { &*p }))
+    }
+
+    /// Allocates this thread's value and hands it to the key (cold: once per thread).
+    #[cold]
+    fn create(&'static self) -> Option<*mut T> {
+        let key = self.key()?;
+        let entry = Box::into_raw(Box::new(Entry {
+            owner: self,
+            value: (self.make)(),
+        }));
+        // SAFETY: `key` was made by pthread_key_create and is never deleted; the value is the
+        // box just made, freed only by `drop_entry::<T>` (the key's destructor).
+        if unsafe { libc::pthread_setspecific(key, entry as *const libc::c_void) } != 0 {
+            // SAFETY: `entry` was not handed out.
+            drop(unsafe { Box::from_raw(entry) });
+            return None;
+        }
+        // SAFETY: `entry` is a valid box; `value` lives as long as it does.
+        let value = unsafe { &raw mut (*entry).value };
+        self.cell.with(|c| c.set(value));
+        Some(value)
+    }
+
+    /// The key, made at the first use in the process. Threads racing here each make one; the
+    /// first published wins and the others delete theirs (no thread waits for another).
+    fn key(&'static self) -> Option<libc::pthread_key_t> {
+        match self.key.load(Ordering::Acquire) {
+            0 => {}
+            NO_KEY => return None,
+            k => return Some((k - 1) as libc::pthread_key_t),
+        }
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: `key` is a valid out pointer; the destructor is an extern "C" function that
+        // never unwinds (`drop_entry` catches panics) and takes no lock the loader holds.
+        if unsafe { libc::pthread_key_create(&mut key, Some(drop_entry::<T>)) } != 0 {
+            // Not remembered: a key may be freed later by the program.
+            return None;
+        }
+        let mine = key as usize + 1;
+        match self
+            .key
+            .compare_exchange(0, mine, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Some(key),
+            Err(other) => {
+                // SAFETY: this key was never given a value or handed out.
+                unsafe { libc::pthread_key_delete(key) };
+                (other != NO_KEY).then(|| (other - 1) as libc::pthread_key_t)
+            }
+        }
+    }
+}
+
+/// The key destructor: marks the thread's cell [`GONE`], then drops the value (glibc calls it at
+/// thread exit with the non-null value, after resetting the key's value to null).
+unsafe extern "C" fn drop_entry<T: 'static>(p: *mut libc::c_void) {
+    // SAFETY: glibc passes back what `PerThread::create` stored: a leaked `Box<Entry<T>>`, given
+    // to this destructor once and used by nobody else after this thread's cell is GONE.
+    let entry = unsafe { Box::from_raw(p as *mut Entry<T>) };
+    entry.owner.cell.with(|c| c.set(GONE as *mut T));
+    let _ = catching(move || drop(entry));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,5 +553,70 @@ mod tests {
     fn shorten_cuts_long_input() {
         assert_eq!(shorten("abc", 5), "abc");
         assert_eq!(shorten("abcdef", 3), "abc…");
+    }
+
+    /// Makes and drops of [`COUNTED`]'s values, and what hooks after the drop saw.
+    static MADE: AtomicUsize = AtomicUsize::new(0);
+    static DROPPED: AtomicUsize = AtomicUsize::new(0);
+    static AFTER_DROP: AtomicUsize = AtomicUsize::new(0);
+
+    struct Counted(std::cell::Cell<u32>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            DROPPED.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    thread_local! {
+        static COUNTED_CELL: std::cell::Cell<*mut Counted> =
+            const { std::cell::Cell::new(std::ptr::null_mut()) };
+    }
+    static COUNTED: PerThread<Counted> = PerThread::new(&COUNTED_CELL, || {
+        MADE.fetch_add(1, Ordering::SeqCst);
+        Counted(std::cell::Cell::new(0))
+    });
+
+    /// A later key's destructor (glibc runs them in key order, after ours): what a CUDA call
+    /// from another library's thread-exit code would see.
+    unsafe extern "C" fn late_destructor(_: *mut libc::c_void) {
+        // 1: `None` (the GONE fallback), 2: a value (re-created or freed memory read).
+        let seen = COUNTED.with(|c| c.0.get()).map_or(1, |_| 2);
+        AFTER_DROP.store(seen, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn a_per_thread_value_is_made_once_dropped_at_exit_and_gone_after() {
+        // The first use makes the value and the key (before `late`, so its destructor runs first).
+        assert_eq!(COUNTED.with(|c| c.0.replace(7)), Some(0));
+        assert_eq!(COUNTED.with(|c| c.0.get()), Some(7), "the same value");
+        let made = MADE.load(Ordering::SeqCst);
+        let mut late: libc::pthread_key_t = 0;
+        // SAFETY: valid out pointer; the destructor never unwinds.
+        let made_key = unsafe { libc::pthread_key_create(&mut late, Some(late_destructor)) };
+        assert_eq!(made_key, 0);
+        let dropped = DROPPED.load(Ordering::SeqCst);
+        std::thread::spawn(move || {
+            assert_eq!(COUNTED.with(|c| c.0.replace(3)), Some(0), "a fresh value");
+            assert_eq!(COUNTED.with(|c| c.0.get()), Some(3));
+            // SAFETY: `late` is a live key; any non-null value makes glibc call its destructor.
+            unsafe { libc::pthread_setspecific(late, std::ptr::dangling::<libc::c_void>()) };
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            MADE.load(Ordering::SeqCst),
+            made + 1,
+            "made once on the thread"
+        );
+        assert_eq!(
+            DROPPED.load(Ordering::SeqCst),
+            dropped + 1,
+            "dropped at its exit"
+        );
+        assert_eq!(AFTER_DROP.load(Ordering::SeqCst), 1, "after the drop: None");
+        assert_eq!(
+            COUNTED.with(|c| c.0.get()),
+            Some(7),
+            "this thread's value untouched"
+        );
     }
 }
