@@ -249,17 +249,16 @@ fn a_thread_waiting_for_the_report_inside_dlopen_does_not_hang_it() {
     }
 }
 
-/// KNOWN HANG, not fixed (hang audit): a library constructor (inside `dlopen`, glibc's loader
-/// lock held) joins a thread that makes its first hooked calls. The thread's first use of a
-/// cudablame thread-local with a destructor (`record::names::SEEN`, `record::streams::CACHE`;
-/// also parking_lot's per-thread data when a lock is contended, `stack::unwind::CACHE`) makes
-/// Rust's std register its thread-exit destructors with `__cxa_thread_atexit_impl`, which takes
-/// the loader lock: the thread waits for the constructor, the constructor for the thread.
-/// Without cudablame: `ctor_rc=0`. Run with `--ignored` to see it; the fix (thread-locals without
-/// destructors in the hooks, per-thread cleanup through a `pthread_key_create` destructor, which
-/// takes no loader lock) is described in docs/guarantees.md section 12.
+/// A library constructor (inside `dlopen`, glibc's loader lock held) joins a thread that makes its
+/// first hooked calls (launch, synchronize). Before (hang audit; `#[ignore]`d until fixed, run
+/// once more with `--ignored` on the unfixed library: failed at the 20 s limit): hung forever.
+/// The thread's first use of a cudablame thread-local with a destructor (`record::names::SEEN`,
+/// `record::streams::CACHE`) made Rust's std register its thread-exit destructor with
+/// `__cxa_thread_atexit_impl`, which takes the loader lock: the thread waited for the
+/// constructor, the constructor for the thread. Now every per-thread value on a hook path is a
+/// `safety::PerThread` (a destructor-free thread-local pointer, freed by a `pthread_key_create`
+/// destructor, which takes no loader lock). Without cudablame: `ctor_rc=0`, and the same with.
 #[test]
-#[ignore = "known hang: a hook's first thread-local with a destructor takes the loader lock"]
 fn a_constructor_joining_a_thread_that_launches_does_not_hang() {
     let lib = compile_with(
         "ctor_cuda_thread_lib",

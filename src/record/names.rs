@@ -5,7 +5,7 @@
 //! costs a compare with the thread's last kernel, else one thread-local set lookup.
 
 use crate::real::Driver;
-use crate::safety::Resettable;
+use crate::safety::{PerThread, Resettable};
 use parking_lot::RwLock;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -43,19 +43,21 @@ struct Seen {
 }
 
 thread_local! {
-    static SEEN: Seen = const {
-        Seen {
-            last: Cell::new(0),
-            all: RefCell::new(HashSet::with_hasher(BuildHasherDefault::new())),
-        }
-    };
+    /// This thread's [`Seen`], through [`SEEN`] (a plain pointer: no thread-local destructor).
+    static SEEN_CELL: Cell<*mut Seen> = const { Cell::new(std::ptr::null_mut()) };
 }
 
-/// Whether this thread sees kernel `handle` for the first time (true without thread-local
-/// storage: a hook after this thread's TLS destructors ran asks the process-wide table).
+/// This thread's [`Seen`], dropped at thread exit by a key destructor (`safety::PerThread`).
+static SEEN: PerThread<Seen> = PerThread::new(&SEEN_CELL, || Seen {
+    last: Cell::new(0),
+    all: RefCell::new(HashSet::with_hasher(BuildHasherDefault::new())),
+});
+
+/// Whether this thread sees kernel `handle` for the first time (true without this thread's
+/// [`Seen`]: a hook after this thread's value was dropped asks the process-wide table).
 #[inline]
 fn first_sight(handle: usize) -> bool {
-    SEEN.try_with(|s| {
+    SEEN.with(|s| {
         if s.last.get() == handle && handle != 0 {
             return false;
         }
@@ -112,7 +114,7 @@ pub(crate) fn name(driver: Option<&Driver>, handle: usize) -> Option<String> {
 /// Forgets the names and this thread's set (a forked child, tests). Takes no lock.
 pub(crate) fn clear() {
     NAMES.reset_in_child();
-    let _ = SEEN.try_with(|s| {
+    let _ = SEEN.with(|s| {
         s.last.set(0);
         s.all.replace(HashSet::default());
     });

@@ -4,9 +4,9 @@ use super::markers::*;
 use super::ring::*;
 use crate::cuda::{CUstream, CUDA_SUCCESS, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD};
 use crate::real::Driver;
-use crate::safety::Resettable;
+use crate::safety::{PerThread, Resettable};
 use parking_lot::{Mutex, RwLock};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -158,24 +158,38 @@ static TABLE: Resettable<RwLock<Table>> = Resettable::new();
 /// (Also: a destroyed stream handle's cached context is forgotten with it.)
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 
-thread_local! {
-    static CACHE: RefCell<Option<(Key, u64, Arc<StreamState>)>> = const { RefCell::new(None) };
+/// This thread's stream bookkeeping: the stream it used last, and the per-thread default
+/// streams it used.
+struct ThreadStreams {
+    /// The last stream looked up: key, the [`EPOCH`] it was found in, its state.
+    cache: RefCell<Option<(Key, u64, Arc<StreamState>)>>,
     /// Per-thread default streams this thread used: forgotten when the thread exits.
-    static PER_THREAD_USED: PerThreadStreams = const { PerThreadStreams(RefCell::new(Vec::new())) };
+    per_thread_used: RefCell<Vec<Key>>,
 }
 
-/// The keys of the per-thread default streams of one thread. Its thread-local destructor retires
-/// them when the thread exits. The driver API documentation ("Stream synchronization behavior")
-/// describes the per-thread default stream as an implicit stream local to both the thread and
-/// the context, and says nothing of what becomes of it, or of work queued on it, when the thread
-/// exits. cudablame relies on nothing there: work still possibly unfinished is kept like a
-/// destroyed stream's (on the bounded retired list, still blamable), a stream whose work all
-/// completed is forgotten, and a thread id the kernel reuses gets a fresh stream.
-struct PerThreadStreams(RefCell<Vec<Key>>);
+thread_local! {
+    /// This thread's [`ThreadStreams`], through [`MINE`] (a plain pointer: no thread-local
+    /// destructor, see `safety::PerThread`).
+    static MINE_CELL: Cell<*mut ThreadStreams> = const { Cell::new(std::ptr::null_mut()) };
+}
 
-impl Drop for PerThreadStreams {
+/// This thread's [`ThreadStreams`], dropped at thread exit by a key destructor.
+static MINE: PerThread<ThreadStreams> = PerThread::new(&MINE_CELL, || ThreadStreams {
+    cache: RefCell::new(None),
+    per_thread_used: RefCell::new(Vec::new()),
+});
+
+/// Dropping a thread's [`ThreadStreams`] (its key destructor, when the thread exits) retires the
+/// per-thread default streams it used. The driver API documentation ("Stream synchronization
+/// behavior") describes the per-thread default stream as an implicit stream local to both the
+/// thread and the context, and says nothing of what becomes of it, or of work queued on it, when
+/// the thread exits. cudablame relies on nothing there: work still possibly unfinished is kept
+/// like a destroyed stream's (on the bounded retired list, still blamable), a stream whose work
+/// all completed is forgotten, and a thread id the kernel reuses gets a fresh stream. The main
+/// thread's are not retired at `exit()` (no key destructor runs there; see `safety::PerThread`).
+impl Drop for ThreadStreams {
     fn drop(&mut self) {
-        let keys = std::mem::take(&mut *self.0.borrow_mut());
+        let keys = std::mem::take(&mut *self.per_thread_used.borrow_mut());
         if keys.is_empty() {
             return;
         }
@@ -221,8 +235,8 @@ pub(crate) fn lookup(driver: &Driver, id: StreamId) -> Arc<StreamState> {
         StreamId::Handle(_) => None,
         _ => Some(driver.current_context()),
     };
-    let cached = CACHE
-        .try_with(|c| match &*c.borrow() {
+    let cached = MINE
+        .with(|m| match &*m.cache.borrow() {
             Some(((ctx, k), e, s))
                 if *k == id && *e == epoch && current.is_none_or(|cur| cur == *ctx) =>
             {
@@ -230,7 +244,6 @@ pub(crate) fn lookup(driver: &Driver, id: StreamId) -> Arc<StreamState> {
             }
             _ => None,
         })
-        .ok()
         .flatten();
     if let Some(s) = cached {
         return s;
@@ -262,12 +275,12 @@ pub(crate) fn lookup(driver: &Driver, id: StreamId) -> Arc<StreamState> {
             .or_insert(created)
             .clone();
         if let StreamId::PerThread(_) = id {
-            // No thread-local left (a thread exiting): the stream stays until its context goes.
-            let _ = PER_THREAD_USED.try_with(|p| p.0.borrow_mut().push(key));
+            // No per-thread value left (a thread exiting): the stream stays until its context goes.
+            let _ = MINE.with(|m| m.per_thread_used.borrow_mut().push(key));
         }
         state
     });
-    let _ = CACHE.try_with(|c| *c.borrow_mut() = Some((key, epoch, state.clone())));
+    let _ = MINE.with(|m| *m.cache.borrow_mut() = Some((key, epoch, state.clone())));
     state
 }
 
@@ -387,6 +400,8 @@ pub(crate) fn clear() {
     MARKER_POOLS.reset_in_child();
     // Thread-local caches hold the epoch they saw: a new epoch makes them look up again.
     EPOCH.fetch_add(1, Ordering::AcqRel);
-    let _ = CACHE.try_with(|c| *c.borrow_mut() = None);
-    let _ = PER_THREAD_USED.try_with(|p| p.0.borrow_mut().clear());
+    let _ = MINE.with(|m| {
+        *m.cache.borrow_mut() = None;
+        m.per_thread_used.borrow_mut().clear();
+    });
 }

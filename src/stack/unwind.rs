@@ -22,7 +22,7 @@
 //! generation than its stack's was not that module's: it reads "unloaded module"
 //! ([`loaded_after`]), and an unwind stops there (the new module's rules would be wrong).
 
-use crate::safety::Resettable;
+use crate::safety::{PerThread, Resettable};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, MustNotAllocateDuringUnwind, Unwinder};
 use parking_lot::RwLock;
@@ -180,11 +180,18 @@ pub(crate) fn loaded_after(addr: usize, gen: u64) -> bool {
 type Cache = CacheX86_64<MustNotAllocateDuringUnwind>;
 
 thread_local! {
-    /// framehop's rule cache for this thread's live unwinds (cold paths only).
-    static CACHE: RefCell<Option<Box<Cache>>> = const { RefCell::new(None) };
+    /// This thread's framehop rule cache, through [`CACHE`] (a plain pointer: no thread-local
+    /// destructor, see `safety::PerThread`).
+    static CACHE_CELL: std::cell::Cell<*mut RefCell<Option<Box<Cache>>>> =
+        const { std::cell::Cell::new(std::ptr::null_mut()) };
     /// `(low, high)` bounds of this thread's stack, 0 until read.
     static STACK: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
+
+/// framehop's rule cache for this thread's live unwinds (cold paths only), dropped at thread
+/// exit by a key destructor.
+static CACHE: PerThread<RefCell<Option<Box<Cache>>>> =
+    PerThread::new(&CACHE_CELL, || RefCell::new(None));
 
 /// `(low, high)` addresses of the calling thread's stack (`pthread_getattr_np`), `(0, 0)` when
 /// unknown (also while the thread's locals are being destroyed).
@@ -466,16 +473,15 @@ fn walk(
         }
         n
     };
-    // This thread's cache when it can be had (not while the thread's locals are destroyed, not
+    // This thread's cache when it can be had (not after the thread's value was dropped, not
     // re-entered), else a fresh one.
     CACHE
-        .try_with(|c| {
+        .with(|c| {
             c.try_borrow_mut().ok().map(|mut c| {
                 let cache = c.get_or_insert_with(|| Box::new(Cache::new_in()));
                 unwind(cache)
             })
         })
-        .ok()
         .flatten()
         .unwrap_or_else(|| unwind(&mut Cache::new_in()))
 }
