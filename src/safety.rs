@@ -361,9 +361,11 @@ unsafe impl<T: Send> Send for ForkSafeOnce<T> {}
 /// and joins it then waits forever: the thread's first hook waits for the lock the constructor
 /// holds (test `a_constructor_joining_a_thread_that_launches_does_not_hang`).
 ///
-/// How: the owner declares a `const` thread-local `Cell<*mut T>` (no destructor, so nothing is
-/// registered) and a `static PerThread` naming it. [`PerThread::with`] reads that cell (one TLS
-/// load and a compare on the hot path; no `pthread_getspecific`); at the thread's first use it
+/// How: the owner declares it with [`per_thread!`], which makes a `const` thread-local
+/// `Cell<*mut T>` (no destructor, so nothing is registered) and a [`PerThreadKey`] for it.
+/// [`PerThread::with`] reads that cell (one TLS load and a compare on the hot path; no
+/// `pthread_getspecific`; the `PerThread` static itself has no interior mutability, so its
+/// fields are constants the compiler folds into the caller); at the thread's first use it
 /// allocates the value and hands it to a POSIX thread-specific key (`pthread_key_create`, once
 /// per `PerThread`; `pthread_setspecific` once per thread). glibc runs key destructors from
 /// `start_thread` after the thread's function returned, taking no loader lock
@@ -384,16 +386,45 @@ unsafe impl<T: Send> Send for ForkSafeOnce<T> {}
 pub(crate) struct PerThread<T: 'static> {
     /// The owner's `const` thread-local cell: null before first use, [`GONE`] after the drop.
     cell: &'static std::thread::LocalKey<std::cell::Cell<*mut T>>,
-    /// The pthread key plus one; 0 before it is made, [`NO_KEY`] if it could not be.
-    key: AtomicUsize,
+    /// The pthread key (apart: a `PerThread` is then a constant, see above).
+    key: &'static PerThreadKey,
     /// Makes a thread's value (must not make a hooked call).
     make: fn() -> T,
 }
 
+/// The POSIX thread-specific key of one [`PerThread`]: the key plus one; 0 before it is made,
+/// [`NO_KEY`] if it could not be.
+pub(crate) struct PerThreadKey(AtomicUsize);
+
+impl PerThreadKey {
+    /// No key yet (made at the first use).
+    pub(crate) const fn new() -> Self {
+        PerThreadKey(AtomicUsize::new(0))
+    }
+}
+
+/// Declares `static NAME: PerThread<T>` whose value `make` (a closure without captures) builds:
+/// `per_thread! { static NAME: T = || value; }`. The thread-local cell and the key are declared
+/// inside the static's initializer, reachable only through it.
+macro_rules! per_thread {
+    ($(#[$attr:meta])* static $name:ident: $t:ty = $make:expr;) => {
+        $(#[$attr])*
+        static $name: $crate::safety::PerThread<$t> = {
+            ::std::thread_local! {
+                static CELL: ::std::cell::Cell<*mut $t> =
+                    const { ::std::cell::Cell::new(::std::ptr::null_mut()) };
+            }
+            static KEY: $crate::safety::PerThreadKey = $crate::safety::PerThreadKey::new();
+            $crate::safety::PerThread::new(&CELL, &KEY, $make)
+        };
+    };
+}
+pub(crate) use per_thread;
+
 /// What a thread's cell holds after its value was dropped (never a valid `T` address: odd and
 /// in the first page).
 const GONE: usize = 1;
-/// [`PerThread::key`] when `pthread_key_create` failed.
+/// A [`PerThreadKey`] when `pthread_key_create` failed.
 const NO_KEY: usize = usize::MAX;
 
 /// What a key's value points to: the value and the `PerThread` it belongs to (for its cell).
@@ -403,17 +434,14 @@ struct Entry<T: 'static> {
 }
 
 impl<T: 'static> PerThread<T> {
-    /// `cell` must be a thread-local used by nothing else, declared
+    /// Use [`per_thread!`]: `cell` and `key` must be used by nothing else, `cell` declared
     /// `const { Cell::new(std::ptr::null_mut()) }`.
     pub(crate) const fn new(
         cell: &'static std::thread::LocalKey<std::cell::Cell<*mut T>>,
+        key: &'static PerThreadKey,
         make: fn() -> T,
     ) -> Self {
-        PerThread {
-            cell,
-            key: AtomicUsize::new(0),
-            make,
-        }
+        PerThread { cell, key, make }
     }
 
     /// Runs `f` with this thread's value (created now if this is its first use). `None`, and `f`
@@ -457,7 +485,7 @@ impl<T: 'static> PerThread<T> {
     /// The key, made at the first use in the process. Threads racing here each make one; the
     /// first published wins and the others delete theirs (no thread waits for another).
     fn key(&'static self) -> Option<libc::pthread_key_t> {
-        match self.key.load(Ordering::Acquire) {
+        match self.key.0.load(Ordering::Acquire) {
             0 => {}
             NO_KEY => return None,
             k => return Some((k - 1) as libc::pthread_key_t),
@@ -472,6 +500,7 @@ impl<T: 'static> PerThread<T> {
         let mine = key as usize + 1;
         match self
             .key
+            .0
             .compare_exchange(0, mine, Ordering::AcqRel, Ordering::Acquire)
         {
             Ok(_) => Some(key),
@@ -566,14 +595,12 @@ mod tests {
             DROPPED.fetch_add(1, Ordering::SeqCst);
         }
     }
-    thread_local! {
-        static COUNTED_CELL: std::cell::Cell<*mut Counted> =
-            const { std::cell::Cell::new(std::ptr::null_mut()) };
+    per_thread! {
+        static COUNTED: Counted = || {
+            MADE.fetch_add(1, Ordering::SeqCst);
+            Counted(std::cell::Cell::new(0))
+        };
     }
-    static COUNTED: PerThread<Counted> = PerThread::new(&COUNTED_CELL, || {
-        MADE.fetch_add(1, Ordering::SeqCst);
-        Counted(std::cell::Cell::new(0))
-    });
 
     /// A later key's destructor (glibc runs them in key order, after ours): what a CUDA call
     /// from another library's thread-exit code would see.

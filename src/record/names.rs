@@ -5,7 +5,7 @@
 //! costs a compare with the thread's last kernel, else one thread-local set lookup.
 
 use crate::real::Driver;
-use crate::safety::{PerThread, Resettable};
+use crate::safety::{per_thread, Resettable};
 use parking_lot::RwLock;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -42,16 +42,14 @@ struct Seen {
     all: RefCell<HashSet<usize, Fast>>,
 }
 
-thread_local! {
-    /// This thread's [`Seen`], through [`SEEN`] (a plain pointer: no thread-local destructor).
-    static SEEN_CELL: Cell<*mut Seen> = const { Cell::new(std::ptr::null_mut()) };
+per_thread! {
+    /// This thread's [`Seen`], dropped at thread exit by a key destructor (no thread-local
+    /// destructor: `safety::PerThread`).
+    static SEEN: Seen = || Seen {
+        last: Cell::new(0),
+        all: RefCell::new(HashSet::with_hasher(BuildHasherDefault::new())),
+    };
 }
-
-/// This thread's [`Seen`], dropped at thread exit by a key destructor (`safety::PerThread`).
-static SEEN: PerThread<Seen> = PerThread::new(&SEEN_CELL, || Seen {
-    last: Cell::new(0),
-    all: RefCell::new(HashSet::with_hasher(BuildHasherDefault::new())),
-});
 
 /// Whether this thread sees kernel `handle` for the first time (true without this thread's
 /// [`Seen`]: a hook after this thread's value was dropped asks the process-wide table).

@@ -4,9 +4,9 @@ use super::markers::*;
 use super::ring::*;
 use crate::cuda::{CUstream, CUDA_SUCCESS, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD};
 use crate::real::Driver;
-use crate::safety::{PerThread, Resettable};
+use crate::safety::{per_thread, Resettable};
 use parking_lot::{Mutex, RwLock};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -167,17 +167,14 @@ struct ThreadStreams {
     per_thread_used: RefCell<Vec<Key>>,
 }
 
-thread_local! {
-    /// This thread's [`ThreadStreams`], through [`MINE`] (a plain pointer: no thread-local
-    /// destructor, see `safety::PerThread`).
-    static MINE_CELL: Cell<*mut ThreadStreams> = const { Cell::new(std::ptr::null_mut()) };
+per_thread! {
+    /// This thread's [`ThreadStreams`], dropped at thread exit by a key destructor (no
+    /// thread-local destructor: `safety::PerThread`).
+    static MINE: ThreadStreams = || ThreadStreams {
+        cache: RefCell::new(None),
+        per_thread_used: RefCell::new(Vec::new()),
+    };
 }
-
-/// This thread's [`ThreadStreams`], dropped at thread exit by a key destructor.
-static MINE: PerThread<ThreadStreams> = PerThread::new(&MINE_CELL, || ThreadStreams {
-    cache: RefCell::new(None),
-    per_thread_used: RefCell::new(Vec::new()),
-});
 
 /// Dropping a thread's [`ThreadStreams`] (its key destructor, when the thread exits) retires the
 /// per-thread default streams it used. The driver API documentation ("Stream synchronization

@@ -22,7 +22,7 @@
 //! generation than its stack's was not that module's: it reads "unloaded module"
 //! ([`loaded_after`]), and an unwind stops there (the new module's rules would be wrong).
 
-use crate::safety::{PerThread, Resettable};
+use crate::safety::{per_thread, Resettable};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, MustNotAllocateDuringUnwind, Unwinder};
 use parking_lot::RwLock;
@@ -179,19 +179,16 @@ pub(crate) fn loaded_after(addr: usize, gen: u64) -> bool {
 
 type Cache = CacheX86_64<MustNotAllocateDuringUnwind>;
 
+per_thread! {
+    /// framehop's rule cache for this thread's live unwinds (cold paths only), dropped at thread
+    /// exit by a key destructor (no thread-local destructor: `safety::PerThread`).
+    static CACHE: RefCell<Option<Box<Cache>>> = || RefCell::new(None);
+}
+
 thread_local! {
-    /// This thread's framehop rule cache, through [`CACHE`] (a plain pointer: no thread-local
-    /// destructor, see `safety::PerThread`).
-    static CACHE_CELL: std::cell::Cell<*mut RefCell<Option<Box<Cache>>>> =
-        const { std::cell::Cell::new(std::ptr::null_mut()) };
     /// `(low, high)` bounds of this thread's stack, 0 until read.
     static STACK: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
-
-/// framehop's rule cache for this thread's live unwinds (cold paths only), dropped at thread
-/// exit by a key destructor.
-static CACHE: PerThread<RefCell<Option<Box<Cache>>>> =
-    PerThread::new(&CACHE_CELL, || RefCell::new(None));
 
 /// `(low, high)` addresses of the calling thread's stack (`pthread_getattr_np`), `(0, 0)` when
 /// unknown (also while the thread's locals are being destroyed).
