@@ -201,6 +201,19 @@ fn a_frame_of_an_unloaded_library_is_never_named_after_its_successor() {
     );
 }
 
+/// Builds `programs/NAME.c` (`-rdynamic -lcuda`) and the library it loads, `programs/NAME_lib.c`
+/// as `soname` (`-shared -fPIC -lcuda`); returns the program and the library's path (its
+/// argument).
+fn program_and_library(name: &str, soname: &str) -> (std::path::PathBuf, String) {
+    let lib = compile_with(
+        &format!("{name}_lib"),
+        soname,
+        &["-shared", "-fPIC", "-lcuda"],
+    );
+    let bin = compile_with(name, name, &["-rdynamic", "-lcuda"]);
+    (bin, lib.to_string_lossy().into_owned())
+}
+
 /// A thread that gets the sticky error while another thread writes the report waits for that
 /// report (so that the program cannot exit before it is on disk), but not forever: here it
 /// waits inside `dlopen` (a library constructor, glibc's loader lock held) while the report
@@ -210,17 +223,7 @@ fn a_frame_of_an_unloaded_library_is_never_named_after_its_successor() {
 /// report is written, naming the faulting kernel.
 #[test]
 fn a_thread_waiting_for_the_report_inside_dlopen_does_not_hang_it() {
-    let lib = compile_with(
-        "report_loader_lock_lib",
-        "libreportloaderlock.so",
-        &["-shared", "-fPIC", "-lcuda"],
-    );
-    let bin = compile_with(
-        "report_loader_lock",
-        "report_loader_lock",
-        &["-rdynamic", "-lcuda"],
-    );
-    let lib = lib.to_string_lossy().into_owned();
+    let (bin, lib) = program_and_library("report_loader_lock", "libreportloaderlock.so");
     for shim_on in [false, true] {
         let report = scratch().join(format!("report-loader-lock-{shim_on}.json"));
         let _ = std::fs::remove_file(&report);
@@ -260,17 +263,7 @@ fn a_thread_waiting_for_the_report_inside_dlopen_does_not_hang_it() {
 /// destructor, which takes no loader lock). Without cudablame: `ctor_rc=0`, and the same with.
 #[test]
 fn a_constructor_joining_a_thread_that_launches_does_not_hang() {
-    let lib = compile_with(
-        "ctor_cuda_thread_lib",
-        "libctorcudathread.so",
-        &["-shared", "-fPIC", "-lcuda"],
-    );
-    let bin = compile_with(
-        "ctor_cuda_thread",
-        "ctor_cuda_thread",
-        &["-rdynamic", "-lcuda"],
-    );
-    let lib = lib.to_string_lossy().into_owned();
+    let (bin, lib) = program_and_library("ctor_cuda_thread", "libctorcudathread.so");
     for shim_on in [false, true] {
         let mut cmd = command(&bin, &[&lib]);
         if shim_on {
