@@ -42,22 +42,8 @@ fn a_constructor_waiting_for_threads_inside_dlopen_does_not_hang() {
     );
     let bin = compile_with("ctor_threads", "ctor_threads", &[]);
     let lib = lib.to_string_lossy().into_owned();
-    for shim_on in [false, true] {
-        for _ in 0..5 {
-            let mut cmd = command(&bin, &[&lib]);
-            if shim_on {
-                cmd.env("LD_PRELOAD", shim());
-            }
-            let (out, _) = output_within(&mut cmd, Duration::from_secs(20));
-            assert_eq!(
-                (
-                    out.status.code(),
-                    String::from_utf8_lossy(&out.stdout).trim()
-                ),
-                (Some(0), "ctor_result=42"),
-                "shim {shim_on}"
-            );
-        }
+    for _ in 0..5 {
+        exits_cleanly_with_and_without_the_shim(&bin, &lib, "ctor_result=42");
     }
 }
 
@@ -201,6 +187,26 @@ fn a_frame_of_an_unloaded_library_is_never_named_after_its_successor() {
     );
 }
 
+/// Runs `bin lib` without and with the shim (20 s each at most): both exit 0 printing `stdout`.
+fn exits_cleanly_with_and_without_the_shim(bin: &std::path::Path, lib: &str, stdout: &str) {
+    for shim_on in [false, true] {
+        let mut cmd = command(bin, &[lib]);
+        if shim_on {
+            cmd.env("LD_PRELOAD", shim());
+        }
+        let (out, _) = output_within(&mut cmd, Duration::from_secs(20));
+        assert_eq!(
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).trim()
+            ),
+            (Some(0), stdout),
+            "shim {shim_on}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// Builds `programs/NAME.c` (`-rdynamic -lcuda`) and the library it loads, `programs/NAME_lib.c`
 /// as `soname` (`-shared -fPIC -lcuda`); returns the program and the library's path (its
 /// argument).
@@ -264,20 +270,5 @@ fn a_thread_waiting_for_the_report_inside_dlopen_does_not_hang_it() {
 #[test]
 fn a_constructor_joining_a_thread_that_launches_does_not_hang() {
     let (bin, lib) = program_and_library("ctor_cuda_thread", "libctorcudathread.so");
-    for shim_on in [false, true] {
-        let mut cmd = command(&bin, &[&lib]);
-        if shim_on {
-            cmd.env("LD_PRELOAD", shim());
-        }
-        let (out, _) = output_within(&mut cmd, Duration::from_secs(20));
-        assert_eq!(
-            (
-                out.status.code(),
-                String::from_utf8_lossy(&out.stdout).trim()
-            ),
-            (Some(0), "ctor_rc=0"),
-            "shim {shim_on}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    exits_cleanly_with_and_without_the_shim(&bin, &lib, "ctor_rc=0");
 }
