@@ -190,8 +190,8 @@ impl<T: Default> Default for Resettable<T> {
     }
 }
 
-/// Registers `child` (interpose's `after_fork_in_child`) with `pthread_atfork`, once (at the first hooked call: a
-/// process that never reaches the driver has nothing to forget).
+/// Registers `child` (interpose's `after_fork_in_child`) with `pthread_atfork`, once (at the
+/// first hooked call: a process that never reaches the driver has nothing to forget).
 pub(crate) fn register_fork_handler(child: extern "C" fn()) {
     // Not a `std::sync::Once`: a thread forking while another is inside `call_once` would leave
     // the child's copy "running" forever, and the child's first hook would wait on it forever.
@@ -458,6 +458,17 @@ impl<T: 'static> PerThread<T> {
         // by GONE before the key destructor (on this thread, after any `with` returned, since
         // it runs when the thread's function returned) frees it. Only shared references are
         // handed out; `T` takes care of its own interior mutability.
+        Some(f(unsafe { &*p }))
+    }
+
+    /// Runs `f` with this thread's value if it has one (made and not yet dropped); never makes
+    /// one (for resets: a value not made yet has nothing to reset).
+    pub(crate) fn if_made<R>(&'static self, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let p = self.cell.with(|c| c.get());
+        if p.is_null() || p as usize == GONE {
+            return None;
+        }
+        // SAFETY: as in `with`: a value made by `create` on this thread and not yet dropped.
         Some(f(unsafe { &*p }))
     }
 

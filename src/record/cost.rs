@@ -6,8 +6,9 @@
 //!
 //! Phases are timed with the time-stamp counter (`rdtsc`, about 7 ns a reading on x86-64)
 //! rather than `clock_gettime` (about 25 ns), as one timeline per op ([`Timeline`]: each
-//! reading ends one phase and starts the next, eight readings an op plus two around the stack
-//! copy, and one thread-local lookup at the end): with a `clock_gettime` pair per phase the
+//! reading ends one phase and starts the next, nine readings an op, and one thread-local lookup
+//! at the end; the stack copy, timed inside the ring push, takes two readings and one lookup
+//! more): with a `clock_gettime` pair per phase the
 //! measurement itself added an estimated 150 ns (from those per-reading costs, not measured) to
 //! the "other" share it reports. Ticks become ns at exit, scaled by `CLOCK_MONOTONIC` over the
 //! whole run (elsewhere the clock is used directly).

@@ -112,7 +112,7 @@ pub(crate) fn name(driver: Option<&Driver>, handle: usize) -> Option<String> {
 /// Forgets the names and this thread's set (a forked child, tests). Takes no lock.
 pub(crate) fn clear() {
     NAMES.reset_in_child();
-    let _ = SEEN.with(|s| {
+    let _ = SEEN.if_made(|s| {
         s.last.set(0);
         s.all.replace(HashSet::default());
     });

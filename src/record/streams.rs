@@ -397,7 +397,7 @@ pub(crate) fn clear() {
     MARKER_POOLS.reset_in_child();
     // Thread-local caches hold the epoch they saw: a new epoch makes them look up again.
     EPOCH.fetch_add(1, Ordering::AcqRel);
-    let _ = MINE.with(|m| {
+    let _ = MINE.if_made(|m| {
         *m.cache.borrow_mut() = None;
         m.per_thread_used.borrow_mut().clear();
     });
