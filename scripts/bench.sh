@@ -148,21 +148,26 @@ GOALS=()
 goal() { GOALS+=("$1"); }
 # pct A B: B's difference to A in percent.
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%+.1f%%", 100 * (b - a) / a; else print "?" }'; }
+# order_stats: numbers on stdin, one per line -> "median min max count lo hi", where lo and hi
+# are the second smallest and second largest of 5 or more numbers (else min and max): they bound
+# the median's distribution-free confidence interval (87.5% for 7 numbers: the median lies
+# between them unless 6 of the 7 fall on one side of it). "? ? ? 0 ? ?" for no number.
+order_stats() {
+  sort -g | awk '{ v[NR] = $1 }
+    END { if (!NR) { print "? ? ? 0 ? ?"; exit }
+          m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+          print m, v[1], v[NR], NR, (NR >= 5 ? v[2] : v[1]), (NR >= 5 ? v[NR - 1] : v[NR]) }'
+}
+
 # paired KEY: per round r of the last measure, KEY of configuration 1 against configuration 0
-# in percent; prints "median min max rounds lo hi" (signed, one decimal; "? ? ? 0 ? ?" when no
-# round has both). lo and hi, the second smallest and second largest of 5 or more rounds (else
-# min and max), bound the median's distribution-free confidence interval (87.5% for 7 rounds:
-# the median lies between them unless 6 of the 7 rounds fall on one side of it).
+# in percent; prints order_stats of those (signed, one decimal): "median min max rounds lo hi".
 paired() {
   local r a b
   for ((r = 0; r < ${MEASURED_ROUNDS:-0}; r++)); do
     a=$(value "$1" "${OUT_OF[0,$r]-}") b=$(value "$1" "${OUT_OF[1,$r]-}")
     [[ -n $a && -n $b ]] && awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "%.4f\n", 100 * (b - a) / a }'
-  done | sort -g | awk '{ v[NR] = $1 }
-    END { if (!NR) { print "? ? ? 0 ? ?"; exit }
-          m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-          lo = NR >= 5 ? v[2] : v[1]; hi = NR >= 5 ? v[NR - 1] : v[NR]
-          printf "%+.1f %+.1f %+.1f %d %+.1f %+.1f\n", m, v[1], v[NR], NR, lo, hi }'
+  done | order_stats | awk '$4 == 0 { print; next }
+    { printf "%+.1f %+.1f %+.1f %d %+.1f %+.1f\n", $1, $2, $3, $4, $5, $6 }'
 }
 measure() {
   local -n cfgs=$1
@@ -208,9 +213,7 @@ table() {
       printf '%-52s %9s %9s %9s  all runs failed: %s\n' "${cfgs[i]%%|*}" "-" "-" "-" "$bad"
       continue
     fi
-    stats=$(printf '%s\n' "${vals[@]}" | sort -g | awk '{a[NR] = $1}
-      END { m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
-            printf "%.3f %.3f %.3f", m, a[1], a[NR] }')
+    stats=$(printf '%s\n' "${vals[@]}" | order_stats | awk '{ printf "%.3f %.3f %.3f", $1, $2, $3 }')
     read -r med _ _ <<<"$stats"
     TABLE_MED[$i]=$med
     ((i == 0)) && base=$med
@@ -506,8 +509,7 @@ if wants stats; then
     [[ -n $own ]] && owns+=("$own")
   done
   if ((${#owns[@]})); then
-    read -r med lo hi < <(printf '%s\n' "${owns[@]}" | sort -g | awk '{ v[NR] = $1 }
-      END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m, v[1], v[NR] }')
+    read -r med lo hi _ < <(printf '%s\n' "${owns[@]}" | order_stats)
     goal_line "goal 2, GPT step: cudablame's own host time $med ns per recorded op (CUDABLAME_STATS; \
 median of ${#owns[@]} runs, $lo-$hi; at most 700)" "$med" 700 le
   fi
