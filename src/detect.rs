@@ -6,8 +6,8 @@ use crate::cuda::entry_points::EntryPoint;
 use crate::cuda::*;
 use crate::record::{Call, OpRecord};
 use crate::report;
+use crate::safety::lock::Mutex;
 use crate::safety::Resettable;
-use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub(crate) mod error_string;

@@ -12,6 +12,8 @@ static DISABLED: AtomicBool = AtomicBool::new(false);
 /// 2 installed. Not a `std::sync::Once`: see [`ForkSafeOnce`].
 static HOOK: AtomicU8 = AtomicU8::new(0);
 
+pub(crate) mod lock;
+
 /// Whether an internal error turned cudablame off.
 #[inline]
 pub(crate) fn disabled() -> bool {
@@ -540,7 +542,7 @@ mod tests {
 
     #[test]
     fn a_reset_value_is_replaced_even_while_locked() {
-        static V: Resettable<parking_lot::Mutex<u32>> = Resettable::new();
+        static V: Resettable<crate::safety::lock::Mutex<u32>> = Resettable::new();
         *V.get().lock() = 7;
         let held = V.get().lock();
         V.reset_in_child();

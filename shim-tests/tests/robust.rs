@@ -43,7 +43,7 @@ fn a_constructor_waiting_for_threads_inside_dlopen_does_not_hang() {
     let bin = compile_with("ctor_threads", "ctor_threads", &[]);
     let lib = lib.to_string_lossy().into_owned();
     for _ in 0..5 {
-        exits_cleanly_with_and_without_the_shim(&bin, &lib, "ctor_result=42");
+        exits_cleanly_with_and_without_the_shim(&bin, &[&lib], "ctor_result=42");
     }
 }
 
@@ -188,9 +188,9 @@ fn a_frame_of_an_unloaded_library_is_never_named_after_its_successor() {
 }
 
 /// Runs `bin lib` without and with the shim (20 s each at most): both exit 0 printing `stdout`.
-fn exits_cleanly_with_and_without_the_shim(bin: &std::path::Path, lib: &str, stdout: &str) {
+fn exits_cleanly_with_and_without_the_shim(bin: &std::path::Path, args: &[&str], stdout: &str) {
     for shim_on in [false, true] {
-        let mut cmd = command(bin, &[lib]);
+        let mut cmd = command(bin, args);
         if shim_on {
             cmd.env("LD_PRELOAD", shim());
         }
@@ -270,5 +270,20 @@ fn a_thread_waiting_for_the_report_inside_dlopen_does_not_hang_it() {
 #[test]
 fn a_constructor_joining_a_thread_that_launches_does_not_hang() {
     let (bin, lib) = program_and_library("ctor_cuda_thread", "libctorcudathread.so");
-    exits_cleanly_with_and_without_the_shim(&bin, &lib, "ctor_rc=0");
+    exits_cleanly_with_and_without_the_shim(&bin, &[&lib], "ctor_rc=0");
+}
+
+/// The same thread, but it has to wait for a lock of cudablame's: another thread's launch on the
+/// same stream is still inside the driver (the fake runs that kernel inside the launch call for
+/// 1 s), and cudablame holds the stream's ring lock around the real call. Before, the ring lock
+/// was a `parking_lot` mutex: a thread's first wait on one made parking_lot create its per-thread
+/// parking data, a thread-local with a destructor, and registering that destructor
+/// (`__cxa_thread_atexit_impl`) takes the loader lock the constructor holds: the thread waited
+/// for the constructor, the constructor for the thread. Now every lock of cudablame's is a
+/// `safety::lock` lock (std's futex locks: no per-thread data). Without cudablame the thread waits
+/// for the driver's own stream lock the same 1 s.
+#[test]
+fn a_constructor_joining_a_thread_that_waits_for_a_ring_lock_does_not_hang() {
+    let (bin, lib) = program_and_library("ctor_cuda_thread", "libctorcudathread.so");
+    exits_cleanly_with_and_without_the_shim(&bin, &[&lib, "contended"], "ctor_rc=0\nslow_rc=0");
 }

@@ -12,9 +12,9 @@
 //! last.
 
 use super::{OpRecord, StreamId};
+use crate::safety::lock::Mutex;
 use crate::safety::Resettable;
 use crate::stack::NativeStack;
-use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 

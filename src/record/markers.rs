@@ -3,8 +3,8 @@
 
 use super::streams::*;
 use crate::real::{self, Driver};
+use crate::safety::lock::Mutex;
 use crate::safety::Resettable;
-use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 

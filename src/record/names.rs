@@ -5,8 +5,8 @@
 //! costs a compare with the thread's last kernel, else one thread-local set lookup.
 
 use crate::real::Driver;
+use crate::safety::lock::RwLock;
 use crate::safety::{per_thread, Resettable};
-use parking_lot::RwLock;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};

@@ -198,7 +198,7 @@ struct KeptTable {
 }
 
 /// Resettable: a forked child drops it without taking its lock (`safety::Resettable`).
-static KEPT: crate::safety::Resettable<parking_lot::Mutex<KeptTable>> =
+static KEPT: crate::safety::Resettable<crate::safety::lock::Mutex<KeptTable>> =
     crate::safety::Resettable::new();
 
 /// Keeps `stack` for later reports (cold paths: graph captures, failed launches, snapshots).

@@ -22,10 +22,10 @@
 //! generation than its stack's was not that module's: it reads "unloaded module"
 //! ([`loaded_after`]), and an unwind stops there (the new module's rules would be wrong).
 
+use crate::safety::lock::RwLock;
 use crate::safety::{per_thread, Resettable};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, MustNotAllocateDuringUnwind, Unwinder};
-use parking_lot::RwLock;
 use std::cell::RefCell;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -101,7 +101,7 @@ struct Spans {
 }
 
 /// Resettable: a forked child drops it without taking its lock.
-static SPANS: Resettable<parking_lot::Mutex<Spans>> = Resettable::new();
+static SPANS: Resettable<crate::safety::lock::Mutex<Spans>> = Resettable::new();
 
 /// Brings [`SPANS`] up to date with the loaded modules (if glibc's counters moved): a module
 /// seen before at the same address under the same name keeps its generation, a new one gets the
@@ -526,7 +526,7 @@ pub(crate) fn forget_after_fork() {
 
 /// Serializes the unit tests that empty or replace the module list with those that need it.
 #[cfg(test)]
-pub(crate) static TEST_LOCK: parking_lot::Mutex<()> = parking_lot::const_mutex(());
+pub(crate) static TEST_LOCK: crate::safety::lock::Mutex<()> = crate::safety::lock::Mutex::new(());
 
 #[cfg(test)]
 mod tests {

@@ -14,8 +14,8 @@ pub(super) struct BackwardContext {
 /// Generation of the latest backward context (0: none yet).
 pub(super) static BACKWARD_GEN: AtomicU64 = AtomicU64::new(0);
 /// The latest contexts, oldest first: a worker's record names one by generation.
-pub(super) static BACKWARD: parking_lot::Mutex<VecDeque<BackwardContext>> =
-    parking_lot::Mutex::new(VecDeque::new());
+pub(super) static BACKWARD: crate::safety::lock::Mutex<VecDeque<BackwardContext>> =
+    crate::safety::lock::Mutex::new(VecDeque::new());
 pub(super) const BACKWARD_KEPT: usize = 64;
 
 /// Cold-ish: a launch on a thread inside `backward()` (a few per backward call).

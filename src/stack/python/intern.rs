@@ -110,7 +110,7 @@ pub(super) struct Table {
     vals: Box<[AtomicPtr<Entry>]>,
     entries: Box<[AtomicPtr<Entry>]>,
     /// Serializes inserts; holds (keys used, entries used).
-    insert: parking_lot::Mutex<(usize, usize)>,
+    insert: crate::safety::lock::Mutex<(usize, usize)>,
 }
 
 /// Fork-safe, as `stacks::TABLE`.
@@ -125,7 +125,7 @@ pub(super) fn table() -> &'static Table {
         entries: (0..MAX_ENTRIES)
             .map(|_| AtomicPtr::new(std::ptr::null_mut()))
             .collect(),
-        insert: parking_lot::Mutex::new((0, 0)),
+        insert: crate::safety::lock::Mutex::new((0, 0)),
     })
 }
 
