@@ -52,6 +52,15 @@ pub(crate) struct Config {
     /// point's own frame, the hook inlined into it, can fill the copy). Frames beyond the
     /// copy are not shown.
     pub(crate) stack_bytes: usize,
+    /// The same in a process whose launches carry Python frames (a supported CPython with
+    /// `CUDABLAME_PYTHON` on): `CUDABLAME_STACK_BYTES` when set, else 4096. There the Python frames
+    /// name the launching line, and 4 KiB hold the native frames that name the library's op: on
+    /// the H200 a PyTorch `nll_loss` assert's culprit kept 12 frames at 4096 (libcudart,
+    /// `cudaLaunchKernel`, the ATen CUDA kernel's launcher and its `wrapper_CUDA_...`, the
+    /// dispatcher and autograd frames down to `at::native::nll_loss_symint`) against 16 (the
+    /// `CUDABLAME_STACK_DEPTH` limit) at 8192, four more dispatcher frames. Half the bytes is
+    /// half the copy, the launching thread's largest cost in a PyTorch step (issue 21).
+    pub(crate) python_stack_bytes: usize,
     /// `CUDABLAME_RING`: ops kept per stream, 16..=65536 (default 256).
     pub(crate) ring: usize,
     /// `CUDABLAME_TEXT`: the human report on stderr (default on).
@@ -90,6 +99,7 @@ impl Default for Config {
             stack: StackMode::Native,
             stack_depth: 16,
             stack_bytes: 8192,
+            python_stack_bytes: 4096,
             ring: 256,
             text: true,
             debug: false,
@@ -347,6 +357,7 @@ impl Config {
         }
         if let Some(v) = get("CUDABLAME_STACK_BYTES") {
             c.stack_bytes = number("CUDABLAME_STACK_BYTES", &v, 4096, 65536, 8192, &mut w);
+            c.python_stack_bytes = c.stack_bytes;
         }
         if let Some(v) = get("CUDABLAME_RING") {
             c.ring = number("CUDABLAME_RING", &v, 16, 65536, 256, &mut w);

@@ -280,6 +280,52 @@ fn python_off_gives_empty_python_stacks() {
     assert!(!r.culprit()["stack"].as_array().unwrap().is_empty());
 }
 
+/// Bytes of native stack copied per op, from the `cudablame stats:` line of `r`
+/// (`native stack copy N for B bytes`).
+fn copied_bytes(r: &Run) -> u64 {
+    let line = r
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("cudablame stats:"))
+        .unwrap_or_else(|| panic!("no stats line:\n{}", r.stderr));
+    let after = line.split(" for ").nth(1).unwrap_or_default();
+    after
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no copied bytes in {line}"))
+}
+
+/// Where launches carry Python frames the native stack copy is 4 KiB by default (the Python
+/// frames name the launching line; `config::Config::python_stack_bytes`), and the culprit's
+/// native stack still starts at the launch: the fake driver's `cuLaunchKernel` called through
+/// ctypes (libffi). `CUDABLAME_STACK_BYTES` sets both sizes; with `CUDABLAME_PYTHON=off` the
+/// native stack is all there is, and the copy keeps the 8 KiB default.
+#[test]
+fn python_launches_copy_4_kib_of_native_stack_unless_configured() {
+    let py = python3();
+    for (env, bytes) in [
+        (vec![], 4096),
+        (vec![("CUDABLAME_STACK_BYTES", "12288")], 12288),
+        (vec![("CUDABLAME_PYTHON", "off")], 8192),
+    ] {
+        let mut env = env.clone();
+        env.push(("CUDABLAME_STATS", "on"));
+        let r = run_py(&py, "main", &env);
+        assert_eq!(copied_bytes(&r), bytes, "{env:?}: {}", r.stderr);
+        assert_eq!(r.culprit()["kernel"], "bad");
+        let stack = r.culprit()["stack"].as_array().unwrap();
+        let modules: Vec<&str> = stack
+            .iter()
+            .map(|f| f["module"].as_str().unwrap_or(""))
+            .collect();
+        assert!(
+            modules.iter().any(|m| m.contains("ffi")),
+            "{env:?}: the launch through libffi is in the culprit's native stack: {stack:?}"
+        );
+    }
+}
+
 #[test]
 fn depth_limit_keeps_the_innermost_frames() {
     let py = python3();

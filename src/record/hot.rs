@@ -98,12 +98,20 @@ pub(super) fn mark_if_due(
 }
 
 /// What a recorded op's stack copy is taken from under the configured `CUDABLAME_STACK` mode:
-/// the entry point's registers and `CUDABLAME_STACK_BYTES` (none when off).
+/// the entry point's registers and the bytes to copy, `CUDABLAME_STACK_BYTES` (by default 8192,
+/// 4096 where launches carry Python frames: `config::Config::python_stack_bytes`); none when off.
 pub(super) fn stack_copy<'a>(
     cfg: &config::Config,
     entry: &'a EntryRegs,
 ) -> Option<(&'a EntryRegs, usize)> {
-    (cfg.stack == StackMode::Native).then_some((entry, cfg.stack_bytes))
+    (cfg.stack == StackMode::Native).then(|| {
+        let bytes = if crate::stack::python::frames_captured() {
+            cfg.python_stack_bytes
+        } else {
+            cfg.stack_bytes
+        };
+        (entry, bytes)
+    })
 }
 
 /// The op's record before its real call (its Python frames, thread and stream), timed by

@@ -72,4 +72,4 @@ mod stacks;
 mod tests;
 
 pub(crate) use capture::PythonStack;
-pub(crate) use runtime::note;
+pub(crate) use runtime::{frames_captured, note};
