@@ -9,14 +9,17 @@
 #              non-blocking streams; and the queue depth behind a blocked stream (launches before
 #              the host waits); no shim, default, CUDABLAME_MARKERS=every and =off x 7 rounds (~60 s)
 #   launch     launch loop, host mode: host µs per empty-kernel launch while the stream is blocked
-#              (pure enqueue cost); 7 configurations x 5 rounds x 100,000 launches       (~70 s)
+#              (pure enqueue cost); 7 configurations x 7 rounds x 100,000 launches, the last
+#              "cudablame paused": its pass-through alone (cudablame_pause(1))           (~70 s)
 #   probe      launch_loop probe: host µs of a launch alone and of a launch + one candidate
 #              progress signal (cuStreamWriteValue64/32, cuEventRecord, ...), no shim      (~5 s)
 #   graph      graph_markers: µs per CUDA-graph replay without and with a progress-marker node
 #              after each kernel, same results?, and whether the marker names a faulting node
 #              exactly (an experiment for markers inside graphs; no shim)                (~5 s)
 #   train      PyTorch training step, small GPT (GPU-bound), tiny (host-bound) and the GPT step
-#              captured into one CUDA graph (replays) in one process, ms per step; goal 4 (~90 s)
+#              captured into one CUDA graph (replays) in one process, ms per step; goal 4, from
+#              the rounds' pairs of processes and, in each cudablame run, from blocks of steps
+#              recording vs paused (train_step.py --paired; BENCH_PAIRED_BLOCK)        (~125 s)
 #   memory     resident memory after 1M and after all of BENCH_MEM_N back-to-back launches,
 #              without and with cudablame (5M by default: 10M does not fit the budget)    (~40 s)
 #   latency    report build time (build_ns: faulting call to report written, symbolization
@@ -35,7 +38,8 @@
 #   CUDABLAME_LIB      the shim ($PWD/.gpu/libcudablame.so)
 #   BENCH_QUICK        1: only gpu, launch, train and stats, 40 training steps per run (0)
 #   BENCH_EXTRA        more cudablame configurations for the gpu, launch and train tables,
-#                      "label|VAR=value ...;label|..." (to compare candidate settings side by side)
+#                      "label|VAR=value ...;label|..." (to compare candidate settings side by side;
+#                      "label|VAR=value ...|ARGS" also passes ARGS to that configuration's program)
 #   BENCH_GPU_N        kernels per gpu_probe measurement (400); BENCH_GPU_REPS rounds (7)
 #   BENCH_N            launches per launch-loop run (100000)
 #   BENCH_REPS         rounds of the launch loop (7)
@@ -43,6 +47,9 @@
 #   BENCH_TRAIN_REPS   rounds of the training step (7)
 #   BENCH_STATS_REPS   GPT runs with CUDABLAME_STATS=on; goal 2 takes their median (7)
 #   BENCH_STEPS        timed steps per training run (100; 40 with BENCH_QUICK=1)
+#   BENCH_PAIRED_BLOCK steps per block of the cudablame training runs' same-process comparison,
+#                      recording vs paused, ABBA (5; those runs then time 2 x BENCH_STEPS more
+#                      steps per size); 0: not run
 #   BENCH_TRAIN_FULL   1: also cudablame with CUDABLAME_STACK=off, CUDABLAME_PYTHON=off and
 #                      CUDABLAME_MARKERS=off in the training table (0)
 #   BENCH_PROBE_N      calls per probe item (25600)
@@ -138,9 +145,10 @@ run_one() {
 # value KEY TEXT: the first number written as KEY=<number> in TEXT (empty if none).
 value() { grep -oE "(^|[^A-Za-z0-9_])$1=-?[0-9.]+" <<<"$2" | head -1 | sed 's/.*=//'; }
 
-# measure CONFIGS ROUNDS CMD...: CONFIGS names an array of "label|VAR=value ..." entries; runs
-# each configuration once per round, round r starting at configuration r; run i of round r leaves
-# its output in OUT_OF[i,r].
+# measure CONFIGS ROUNDS CMD...: CONFIGS names an array of "label|VAR=value ..." entries (or
+# "label|VAR=value ...|ARGS": ARGS, split at spaces, follow CMD in that configuration's runs only);
+# runs each configuration once per round, round r starting at configuration r; run i of round r
+# leaves its output in OUT_OF[i,r].
 declare -A OUT_OF
 # The medians of the last table, by configuration index; and the goal lines printed at the end.
 declare -A TABLE_MED
@@ -171,7 +179,7 @@ paired() {
 }
 measure() {
   local -n cfgs=$1
-  local rounds=$2 n r k i
+  local rounds=$2 n r k i spec args
   shift 2
   n=${#cfgs[@]}
   OUT_OF=()
@@ -179,7 +187,9 @@ measure() {
   for ((r = 0; r < rounds; r++)); do
     for ((k = 0; k < n; k++)); do
       i=$(((r + k) % n))
-      OUT_OF[$i,$r]=$(run_one "${cfgs[i]#*|}" "$@")
+      spec=${cfgs[i]#*|} args=()
+      [[ $spec == *"|"* ]] && read -r -a args <<<"${spec#*|}"
+      OUT_OF[$i,$r]=$(run_one "${spec%%|*}" "$@" ${args[@]+"${args[@]}"})
     done
   done
 }
@@ -316,6 +326,9 @@ launch_configs=(
   "markers budget, stack off|$S CUDABLAME_STACK=off"
   "markers off, native stack|$S CUDABLAME_MARKERS=off"
   "markers off, stack off (ring only)|$S CUDABLAME_MARKERS=off CUDABLAME_STACK=off"
+  # cudablame_pause(1) after the warm-up: what every hooked call costs when cudablame records
+  # nothing, which the training table's same-process comparison (recording vs paused) leaves out.
+  "cudablame paused (pass-through only)|$S BENCH_PAUSED=1"
   ${EXTRA[@]+"${EXTRA[@]}"}
 )
 if wants launch && loop_built; then
@@ -364,9 +377,16 @@ fi
 # -------------------------------------------------------------------------------------- train
 
 SIZES=gpt,tiny,graph
+# The cudablame default runs also compare recording with paused cudablame inside their own process
+# (train_step.py --paired K: blocks of K steps, ABBA), which the host's drift between processes
+# cannot reach; BENCH_PAIRED_BLOCK=0 turns it off.
+PAIRED=${BENCH_PAIRED_BLOCK:-5}
+[[ $PAIRED =~ ^[0-9]+$ ]] || { echo "BENCH_PAIRED_BLOCK=$PAIRED: not a number of steps" >&2; exit 2; }
+PAIRED_ARGS=""
+((PAIRED > 0)) && PAIRED_ARGS="|--paired $PAIRED"
 train_configs=(
   "no shim|BENCH_COUNT_LAUNCHES=1"
-  "cudablame default (markers budget, native + Python stacks)|$S"
+  "cudablame default (markers budget, native + Python stacks)|$S$PAIRED_ARGS"
   ${EXTRA[@]+"${EXTRA[@]}"}
 )
 if [[ ${BENCH_TRAIN_FULL:-0} == 1 ]]; then
@@ -378,6 +398,48 @@ if [[ ${BENCH_TRAIN_FULL:-0} == 1 ]]; then
     "cudablame CUDABLAME_MARKERS=every|$S CUDABLAME_MARKERS=every"
   )
 fi
+# verdict4 LO HI LIMIT: met when the median's interval lies under the limit, NOT met when above
+# it; else the rounds scatter more than the limit and the run cannot tell.
+verdict4() {
+  awk -v lo="$1" -v hi="$2" -v l="$3" 'BEGIN {
+    if (hi + 0 <= l) print "met"; else if (lo + 0 > l) print "NOT met";
+    else print "not proven (the rounds scatter beyond the limit)" }'
+}
+# same_process SIZE: goal 4's second verdict, from the cudablame default runs' own pairs
+# (train_step.py --paired: per run, the median over its block pairs of recording / paused - 1,
+# and the medians of its paused and recording blocks). Of the rounds, the median of those
+# per-run medians and, as the interval, their second smallest and second largest (order_stats;
+# the rule of the verdict above): each run is one process, one independent estimate, while the
+# pairs within one run share that process's state (pooling them would count one process's luck
+# many times). Uses the caller's lim and what.
+same_process() {
+  local size=$1 r v vals=() pauseds=() recs=() ns=() sm smin smax sn slo shi pa re np verdict
+  for ((r = 0; r < TRAIN_REPS; r++)); do
+    v=$(value "${size}_paired_pct" "${OUT_OF[1,$r]-}")
+    [[ -n $v ]] || continue
+    vals+=("$v")
+    pauseds+=("$(value "${size}_paused_ms" "${OUT_OF[1,$r]-}")")
+    recs+=("$(value "${size}_recording_ms" "${OUT_OF[1,$r]-}")")
+    ns+=("$(value "${size}_paired_n" "${OUT_OF[1,$r]-}")")
+  done
+  local label="same process, recording vs paused (the pass-through's own cost is not in it: see the launch table's paused row)"
+  if ((${#vals[@]} == 0)); then
+    echo "$size, $label: no run printed ${size}_paired_pct (a shim without cudablame_pause?)"
+    goal "goal 4, $what, $label: not measured (no run printed ${size}_paired_pct)"
+    return
+  fi
+  read -r sm smin smax sn slo shi < <(printf '%s\n' "${vals[@]}" | order_stats |
+    awk '{ printf "%+.1f %+.1f %+.1f %d %+.1f %+.1f\n", $1, $2, $3, $4, $5, $6 }')
+  read -r pa _ < <(printf '%s\n' "${pauseds[@]}" | order_stats)
+  read -r re _ < <(printf '%s\n' "${recs[@]}" | order_stats)
+  np=$(printf '%s\n' "${ns[@]}" | sort -gu | paste -sd/ -)
+  verdict=$(verdict4 "$slo" "$shi" "$lim")
+  echo "$size, $label: recording / paused - 1 per cudablame run (the median over its $np pairs of" \
+    "$PAIRED-step blocks, ABBA), over $sn runs: median $sm% (min $smin%, max $smax%; the median's" \
+    "interval $slo% to $shi%); ms per step, medians: paused $pa, recording $re"
+  goal "goal 4, $what, $label: median $sm%, interval $slo% to $shi% (min $smin%, max $smax%; $sn runs \
+x $np pairs of $PAIRED-step blocks; paused $pa ms, recording $re ms per step); at most +$lim%: $verdict"
+}
 GPT_NO_SHIM_MS=""
 if wants train; then
   need_lib
@@ -388,12 +450,12 @@ if wants train; then
     TABLE_MED=()
     table train_configs "$TRAIN_REPS" "${size}_step_ms" ms \
       "training step ($size): ms per step (median of $STEPS steps per run), $TRAIN_REPS rounds"
+    case $size in
+      gpt) lim=2 what="training step (gpt, GPU-bound)" ;;
+      tiny) lim=4 what="training step (tiny, host-bound)" ;;
+      *) lim=1 what="CUDA-graph replays (the gpt step captured whole)" ;;
+    esac
     if [[ -n ${TABLE_MED[0]-} && -n ${TABLE_MED[1]-} ]]; then
-      case $size in
-        gpt) lim=2 what="training step (gpt, GPU-bound)" ;;
-        tiny) lim=4 what="training step (tiny, host-bound)" ;;
-        *) lim=1 what="CUDA-graph replays (the gpt step captured whole)" ;;
-      esac
       p=$(pct "${TABLE_MED[0]}" "${TABLE_MED[1]}")
       # The verdict: per round, cudablame's run against the no-shim run of the same round (the
       # two run back to back); the median of those ratios. The machine's speed drifts between
@@ -403,18 +465,15 @@ if wants train; then
       read -r qm _ _ _ _ _ < <(paired "${size}_min_ms")
       if [[ $pn == 0 ]]; then
         goal "goal 4, $what: not measured (no round has both runs)"
-        continue
-      fi
-      echo "paired rounds ($size): cudablame / no shim per round, median $pm% (min $pmin%, max $pmax%, $pn rounds; the median's interval $plo% to $phi%); of each run's fastest step: median $qm%"
-      # Met when the median's interval lies under the limit, NOT met when above it; else the
-      # rounds scatter more than the limit and the run cannot tell.
-      verdict=$(awk -v lo="$plo" -v hi="$phi" -v l="$lim" 'BEGIN {
-        if (hi + 0 <= l) print "met"; else if (lo + 0 > l) print "NOT met";
-        else print "not proven (the rounds scatter beyond the limit)" }')
-      goal "goal 4, $what: ${TABLE_MED[0]} ms without, ${TABLE_MED[1]} ms with cudablame ($p, medians \
+      else
+        echo "paired rounds ($size): cudablame / no shim per round, median $pm% (min $pmin%, max $pmax%, $pn rounds; the median's interval $plo% to $phi%); of each run's fastest step: median $qm%"
+        verdict=$(verdict4 "$plo" "$phi" "$lim")
+        goal "goal 4, $what: ${TABLE_MED[0]} ms without, ${TABLE_MED[1]} ms with cudablame ($p, medians \
 of $TRAIN_REPS interleaved rounds x $STEPS steps); paired per round: median $pm%, interval $plo% to \
 $phi% (min $pmin%, max $pmax%); at most +$lim%: $verdict"
+      fi
     fi
+    ((PAIRED > 0)) && same_process "$size"
     echo "kernel launches per step (profiler, no shim): $(value "${size}_launches_per_step" "${OUT_OF[0,0]-}")"
   done
   GPT_NO_SHIM_MS=$(for ((r = 0; r < TRAIN_REPS; r++)); do value gpt_step_ms "${OUT_OF[0,$r]-}"; done |

@@ -1,6 +1,7 @@
 """train_step.py: ms per training step of a small GPT-style model (benchmark, not a test).
 
     python3 train_step.py [--size gpt|tiny|graph|gpt,tiny,graph] [--steps N] [--warmup N] [--count]
+                          [--paired K]
 
 gpt:   6 layers, d=512, 8 heads, bf16, batch 16x256, forward + backward + AdamW (GPU-bound).
 tiny:  2 layers, d=64, batch 2x16: Python dispatch and launches dominate (host-bound).
@@ -10,8 +11,25 @@ Several sizes run one after the other in one process (one interpreter start for 
 line per size, `<size>_step_ms=<median> <size>_min_ms=<x> <size>_max_ms=<x>`, flushed at once;
 with --count (or BENCH_COUNT_LAUNCHES=1 in the environment) one more step is profiled afterwards
 (CPU + CUDA activities) and `<size>_launches_per_step=<n>` follows on its own line.
+
+--paired K (under cudablame; scripts/bench.sh train): after those steps, the same process
+compares cudablame recording with cudablame paused (`cudablame_pause`, found with
+ctypes.CDLL(None); without the shim there is no switch and nothing more is run or printed), so
+the host's speed, which on a shared machine changes by up to 2x from one process to the next,
+is the same on both sides. Steps run in blocks of K, paused (A) and recording (B) in ABBA order
+(pair i is AB for even i, BA for odd: a linear drift cancels), ceil(steps / K) blocks per state;
+the GPU is synchronized at each block's edges and not inside (a block's time / K is its ms per
+step: the host may run ahead within a block, as in a training loop). One line per size:
+`<size>_paired_pct=<median over pairs of 100 * (recording / paused - 1)> <size>_paired_lo=<x>
+<size>_paired_hi=<x> <size>_paired_n=<pairs> <size>_paused_ms=<median> <size>_recording_ms=<median>`
+(lo and hi: the second smallest and second largest pair of 5 or more, else the smallest and
+largest: the median's distribution-free interval, as in bench.sh; a positive number has no `+`,
+which bench.sh's parser would not read). What it leaves out: the cost of the pass-through itself
+(the exported wrappers and one relaxed load per call, paid on both sides): bench.sh's launch
+table has it (its row "cudablame paused").
 """
 import argparse
+import ctypes
 import os
 import statistics
 import sys
@@ -25,8 +43,29 @@ p.add_argument("--size", default="gpt", help="gpt, tiny, or a comma-separated li
 p.add_argument("--steps", type=int, default=20)
 p.add_argument("--warmup", type=int, default=5)
 p.add_argument("--count", action="store_true", help="count kernel launches of one step (profiler)")
+p.add_argument(
+    "--paired",
+    type=int,
+    default=0,
+    metavar="K",
+    help="also compare recording with paused cudablame in one process, blocks of K steps (0: no)",
+)
 args = p.parse_args()
 count = args.count or os.environ.get("BENCH_COUNT_LAUNCHES") == "1"
+
+
+def pause_switch():
+    """cudablame's `int cudablame_pause(int paused)` (returns the previous state), or None."""
+    try:
+        f = getattr(ctypes.CDLL(None), "cudablame_pause", None)
+    except OSError:
+        return None
+    if f is not None:
+        f.argtypes, f.restype = [ctypes.c_int], ctypes.c_int
+    return f
+
+
+PAUSE = pause_switch() if args.paired > 0 else None
 SIZES = {"gpt": (6, 512, 16, 256), "tiny": (2, 64, 2, 16), "graph": (6, 512, 16, 256)}
 VOCAB = 4096
 DEV = "cuda"
@@ -70,6 +109,51 @@ def count_launches(step):
         torch.cuda.synchronize()
     names = ("cudaLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch", "cuGraphLaunch")
     return sum(1 for e in prof.events() if e.name.startswith(names))
+
+
+def interval(values):
+    """(median, lo, hi): lo and hi the second smallest and second largest of 5 or more values,
+    else the smallest and largest (bench.sh's order_stats)."""
+    v = sorted(values)
+    k = 1 if len(v) >= 5 else 0
+    return statistics.median(v), v[k], v[-1 - k]
+
+
+def paired(size, step, k):
+    """Blocks of k steps, paused (A) and recording (B) in ABBA order; prints the paired line."""
+
+    def block(paused):
+        PAUSE(1 if paused else 0)
+        torch.cuda.synchronize()  # the previous block's work is done before the clock starts
+        t0 = time.perf_counter()
+        for _ in range(k):
+            step()
+        torch.cuda.synchronize()  # and this block's work is timed in this block
+        return (time.perf_counter() - t0) * 1e3 / k
+
+    pairs = -(-args.steps // k)
+    ratios, paused_ms, recording_ms = [], [], []
+    before = PAUSE(0)
+    try:
+        for i in range(pairs):
+            if i % 2 == 0:
+                a = block(True)
+                b = block(False)
+            else:
+                b = block(False)
+                a = block(True)
+            paused_ms.append(a)
+            recording_ms.append(b)
+            ratios.append(100 * (b / a - 1))
+    finally:
+        PAUSE(before)
+    pct, lo, hi = interval(ratios)
+    print(
+        f"{size}_paired_pct={pct:.3f} {size}_paired_lo={lo:.3f} {size}_paired_hi={hi:.3f} "
+        f"{size}_paired_n={len(ratios)} {size}_paused_ms={statistics.median(paused_ms):.3f} "
+        f"{size}_recording_ms={statistics.median(recording_ms):.3f}",
+        flush=True,
+    )
 
 
 def bench(size):
@@ -125,6 +209,8 @@ def bench(size):
         f"{size}_max_ms={max(times):.3f}",
         flush=True,
     )
+    if PAUSE is not None:
+        paired(size, step, args.paired)
     if count:
         print(f"{size}_launches_per_step={count_launches(step)}", flush=True)
     del model, opt, data

@@ -8,7 +8,8 @@
 //!   variant, e.g. `_ptsz`) and wrap what it returned, chosen by the returned address.
 //! - the driver symbols themselves ([`exports`]), for programs linked with `-lcuda`.
 //!
-//! Also exported: `cudablame_version` ([`version`]), by which the command knows the library.
+//! Also exported: `cudablame_version` ([`version`]), by which the command knows the library, and
+//! `cudablame_pause` ([`pause`]), a benchmark's switch between recording and pass-through.
 //!
 //! Every export catches panics around cudablame's own work and always returns the real result.
 //!
@@ -23,6 +24,7 @@
 mod dl;
 mod errstr;
 pub(crate) mod exports;
+mod pause;
 mod pthread;
 mod resolvers;
 mod version;
@@ -53,7 +55,11 @@ pub(crate) fn hook(
         return CUDA_ERROR_NOT_INITIALIZED;
     }
     let real_call = || call_real(real);
-    if crate::safety::disabled() || !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false) {
+    // Paused by a benchmark (`cudablame_pause`): the driver's call alone, as when disabled.
+    if crate::safety::disabled()
+        || pause::paused()
+        || !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false)
+    {
         return real_call();
     }
     crate::safety::register_fork_handler(after_fork_in_child);
