@@ -1,6 +1,6 @@
 // launch_loop.cu: host cost per kernel launch, of device-side signals, and resident memory over many
 // launches (benchmark, not a test). Used by scripts/bench.sh with and without cudablame.
-//   launch_loop [N] [stream|host|probe|rss]
+//   launch_loop [N] [stream|host|paired|probe|rss]
 // stream (default): N empty kernels back to back on one stream; prints launch_us=<µs per launch>
 //   (this can be bound by the GPU's throughput for tiny kernels, not the host).
 // host: the stream is first blocked by a ~2 ms spin kernel, then 256 empty kernels are launched
@@ -20,6 +20,14 @@
 // rss: N empty kernels back to back, a stream synchronize every 100,000; prints rss_start_kb,
 //   rss_1m_kb (after 1,000,000 launches, when N reaches it) and rss_end_kb (VmRSS of
 //   /proc/self/status), rss_hwm_kb (VmHWM), rss_launches and rss_seconds.
+// paired (under cudablame): host mode's batches, alternately with cudablame paused
+//   (cudablame_pause(1): its pass-through only) and recording, in ABBA order (pair i is paused then
+//   recording for even i, the reverse for odd: a linear drift cancels), N launches of each; within
+//   one process, so the host's speed, which changes from one process to the next, is the same for
+//   both. Prints paired_added_us=<median over pairs of recording minus paused, µs per launch>
+//   paired_lo / paired_hi (second smallest and largest of 5 or more pairs, else smallest and
+//   largest) paired_n=<pairs> paused_us= recording_us=<median batch µs per launch> overruns=.
+//   Without the shim there is no switch: it says so and exits 1.
 // BENCH_PAUSED=1 in the environment: after the warm-up, cudablame is paused
 //   (cudablame_pause(1), looked up with dlsym(RTLD_DEFAULT)) for the rest of the run, so the
 //   timed launches pay only its pass-through (its exported wrapper finds the driver's function,
@@ -97,6 +105,64 @@ static double host_mode(cudaStream_t s, int &n, int &overruns) {
     }
     n = (n + batch - 1) / batch * batch;
     return total_us / n;
+}
+
+static double median(std::vector<double> v);
+
+// The exported switch of cudablame (`int cudablame_pause(int paused)`, returns the previous
+// state), or null without the shim.
+static int (*pause_switch())(int) { return (int (*)(int))dlsym(RTLD_DEFAULT, "cudablame_pause"); }
+
+// Paired mode (see the header): 0, or 1 without cudablame.
+static int paired_mode(cudaStream_t s, int n) {
+    int (*set_paused)(int) = pause_switch();
+    if (!set_paused) {
+        fprintf(stderr, "launch_loop: paired needs cudablame's cudablame_pause (not loaded)\n");
+        return 1;
+    }
+    const int batch = 256;
+    int pairs = n / batch < 1 ? 1 : n / batch;
+    int overruns = 0;
+    std::vector<double> added, paused_us, recording_us;
+    auto one_batch = [&](bool paused) {
+        set_paused(paused ? 1 : 0);
+        spin_kernel<<<1, 1, 0, s>>>(kSpinCycles);
+        double t0 = now_us();
+        for (int i = 0; i < batch; i++) empty_kernel<<<1, 32, 0, s>>>();
+        double t1 = now_us();
+        cudaError_t q = cudaStreamQuery(s);
+        if (q == cudaSuccess) {
+            overruns++;
+        } else if (q != cudaErrorNotReady) {
+            check_rt(q, "cudaStreamQuery");
+        }
+        check_launches("kernel launch (paired mode)");
+        check_rt(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+        return (t1 - t0) / batch;
+    };
+    int before = set_paused(0);
+    for (int i = 0; i < pairs; i++) {
+        double a, b;
+        if (i % 2 == 0) {
+            a = one_batch(true);
+            b = one_batch(false);
+        } else {
+            b = one_batch(false);
+            a = one_batch(true);
+        }
+        paused_us.push_back(a);
+        recording_us.push_back(b);
+        added.push_back(b - a);
+    }
+    set_paused(before);
+    std::vector<double> sorted = added;
+    std::sort(sorted.begin(), sorted.end());
+    size_t k = sorted.size() >= 5 ? 1 : 0;
+    printf("paired_added_us=%.3f paired_lo=%.3f paired_hi=%.3f paired_n=%d paused_us=%.3f "
+           "recording_us=%.3f overruns=%d\n",
+           median(added), sorted[k], sorted[sorted.size() - 1 - k], pairs, median(paused_us),
+           median(recording_us), overruns);
+    return 0;
 }
 
 static double stream_mode(cudaStream_t s, int n) {
@@ -323,9 +389,10 @@ int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 200000;
     const char *mode = argc > 2 ? argv[2] : "stream";
     if (n <= 0 || n > 2000000000L ||
-        (strcmp(mode, "stream") && strcmp(mode, "host") && strcmp(mode, "probe") &&
+        (strcmp(mode, "stream") && strcmp(mode, "host") && strcmp(mode, "paired") &&
+         strcmp(mode, "probe") &&
          strcmp(mode, "probe-legacy") && strcmp(mode, "rss"))) {
-        fprintf(stderr, "usage: launch_loop [N] [stream|host|probe|probe-legacy|rss]\n");
+        fprintf(stderr, "usage: launch_loop [N] [stream|host|paired|probe|probe-legacy|rss]\n");
         return 2;
     }
     cudaStream_t s;
@@ -335,7 +402,7 @@ int main(int argc, char **argv) {
     check_rt(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     const char *paused = getenv("BENCH_PAUSED");
     if (paused && !strcmp(paused, "1")) {
-        auto set_paused = (int (*)(int))dlsym(RTLD_DEFAULT, "cudablame_pause");
+        int (*set_paused)(int) = pause_switch();
         if (!set_paused) {
             fprintf(stderr, "launch_loop: BENCH_PAUSED=1, but there is no cudablame_pause "
                             "(cudablame is not loaded)\n");
@@ -350,6 +417,8 @@ int main(int argc, char **argv) {
         rc = probe_mode(s, (int)n);
     } else if (!strcmp(mode, "probe-legacy")) {
         rc = probe_mode(cudaStreamLegacy, (int)n);
+    } else if (!strcmp(mode, "paired")) {
+        rc = paired_mode(s, (int)n);
     } else if (!strcmp(mode, "rss")) {
         rc = rss_mode(s, n);
     } else if (!strcmp(mode, "host")) {
