@@ -82,28 +82,35 @@ static double now_us() {
 // A launch error shows up in cudaGetLastError (the <<<>>> syntax returns nothing).
 static void check_launches(const char *what) { check_rt(cudaGetLastError(), what); }
 
-// Host mode: returns µs per launch; counts batches whose spin kernel had finished by the end of the
-// batch (the stream idle then: the timing may include waiting on the GPU).
+// One batch of host and paired mode: the stream blocked by the spin kernel, `batch` empty kernels
+// launched behind it; returns their host µs in all, and counts an overrun when the spin kernel had
+// finished by the end of the batch (the stream idle then: the timing may include waiting on the
+// GPU). Synchronizes the stream before returning.
+static const int kBatch = 256;
+static double blocked_batch_us(cudaStream_t s, int &overruns, const char *what) {
+    spin_kernel<<<1, 1, 0, s>>>(kSpinCycles);
+    double t0 = now_us();
+    for (int i = 0; i < kBatch; i++) empty_kernel<<<1, 32, 0, s>>>();
+    double t1 = now_us();
+    cudaError_t q = cudaStreamQuery(s);
+    if (q == cudaSuccess) {
+        overruns++;
+    } else if (q != cudaErrorNotReady) {
+        check_rt(q, "cudaStreamQuery");
+    }
+    check_launches(what);
+    check_rt(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    return t1 - t0;
+}
+
+// Host mode: returns µs per launch (n rounded up to whole batches).
 static double host_mode(cudaStream_t s, int &n, int &overruns) {
-    const int batch = 256;
     double total_us = 0;
     overruns = 0;
-    for (int done = 0; done < n; done += batch) {
-        spin_kernel<<<1, 1, 0, s>>>(kSpinCycles);
-        double t0 = now_us();
-        for (int i = 0; i < batch; i++) empty_kernel<<<1, 32, 0, s>>>();
-        double t1 = now_us();
-        total_us += t1 - t0;
-        cudaError_t q = cudaStreamQuery(s);
-        if (q == cudaSuccess) {
-            overruns++;
-        } else if (q != cudaErrorNotReady) {
-            check_rt(q, "cudaStreamQuery");
-        }
-        check_launches("kernel launch (host mode)");
-        check_rt(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    for (int done = 0; done < n; done += kBatch) {
+        total_us += blocked_batch_us(s, overruns, "kernel launch (host mode)");
     }
-    n = (n + batch - 1) / batch * batch;
+    n = (n + kBatch - 1) / kBatch * kBatch;
     return total_us / n;
 }
 
@@ -120,25 +127,12 @@ static int paired_mode(cudaStream_t s, int n) {
         fprintf(stderr, "launch_loop: paired needs cudablame's cudablame_pause (not loaded)\n");
         return 1;
     }
-    const int batch = 256;
-    int pairs = n / batch < 1 ? 1 : n / batch;
+    int pairs = n / kBatch < 1 ? 1 : n / kBatch;
     int overruns = 0;
     std::vector<double> added, paused_us, recording_us;
     auto one_batch = [&](bool paused) {
         set_paused(paused ? 1 : 0);
-        spin_kernel<<<1, 1, 0, s>>>(kSpinCycles);
-        double t0 = now_us();
-        for (int i = 0; i < batch; i++) empty_kernel<<<1, 32, 0, s>>>();
-        double t1 = now_us();
-        cudaError_t q = cudaStreamQuery(s);
-        if (q == cudaSuccess) {
-            overruns++;
-        } else if (q != cudaErrorNotReady) {
-            check_rt(q, "cudaStreamQuery");
-        }
-        check_launches("kernel launch (paired mode)");
-        check_rt(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-        return (t1 - t0) / batch;
+        return blocked_batch_us(s, overruns, "kernel launch (paired mode)") / kBatch;
     };
     int before = set_paused(0);
     for (int i = 0; i < pairs; i++) {

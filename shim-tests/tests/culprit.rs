@@ -55,13 +55,7 @@ fn static_runtime_way_names_the_culprit_not_the_memcpy() {
     let rf = functions(&rep["reporting_call"]["stack"]);
     assert!(rf.iter().any(|n| n == "main"), "{rf:?}");
     // #4..#6 were queued behind the culprit and never ran.
-    let suspects: Vec<u64> = rep["suspects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["seq"].as_u64().unwrap())
-        .collect();
-    assert_eq!(suspects, vec![5, 6, 7]);
+    assert_eq!(r.suspect_seqs(), vec![5, 6, 7]);
     let stream = rep["streams"]
         .as_array()
         .unwrap()

@@ -100,13 +100,7 @@ fn after_a_paused_and_a_resumed_stretch_the_culprit_is_named_with_its_sequence_n
         "launch stack: {f:?}"
     );
     assert_eq!(rep["reporting_call"]["entry_point"], "cuCtxSynchronize");
-    let suspects: Vec<u64> = rep["suspects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["seq"].as_u64().unwrap())
-        .collect();
-    assert_eq!(suspects, vec![32, 33]);
+    assert_eq!(r.suspect_seqs(), vec![32, 33]);
     let stream = |name: String| {
         let s = rep["streams"]
             .as_array()

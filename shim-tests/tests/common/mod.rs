@@ -175,6 +175,13 @@ impl Run {
         functions(&self.culprit()["stack"])
     }
 
+    /// Sequence numbers of the report's suspects (the ops queued behind the culprit), in order.
+    pub fn suspect_seqs(&self) -> Vec<u64> {
+        (self.report()["suspects"].as_array())
+            .map(|a| a.iter().filter_map(|o| o["seq"].as_u64()).collect())
+            .unwrap_or_default()
+    }
+
     /// A `key=value` line the test program printed on stdout.
     pub fn printed(&self, key: &str) -> String {
         self.stdout
