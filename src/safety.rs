@@ -409,9 +409,9 @@ impl PerThreadKey {
 /// `per_thread! { static NAME: T = || value; }`. The thread-local cell and the key are declared
 /// inside the static's initializer, reachable only through it.
 macro_rules! per_thread {
-    ($(#[$attr:meta])* static $name:ident: $t:ty = $make:expr;) => {
+    ($(#[$attr:meta])* $vis:vis static $name:ident: $t:ty = $make:expr;) => {
         $(#[$attr])*
-        static $name: $crate::safety::PerThread<$t> = {
+        $vis static $name: $crate::safety::PerThread<$t> = {
             ::std::thread_local! {
                 static CELL: ::std::cell::Cell<*mut $t> =
                     const { ::std::cell::Cell::new(::std::ptr::null_mut()) };

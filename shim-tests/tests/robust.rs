@@ -287,3 +287,18 @@ fn a_constructor_joining_a_thread_that_waits_for_a_ring_lock_does_not_hang() {
     let (bin, lib) = program_and_library("ctor_cuda_thread", "libctorcudathread.so");
     exits_cleanly_with_and_without_the_shim(&bin, &[&lib, "contended"], "ctor_rc=0\nslow_rc=0");
 }
+
+/// A thread created with a small stack keeps it: cudablame's thread-locals are static TLS, which
+/// glibc takes from every thread's stack, so they must stay small. Before, a 16 KiB array of
+/// Python code-object slots (`stack::python::intern::RECENT_CODE`) was one: `pthread_create`
+/// refused a 16 KiB stack (EINVAL) in a program that never uses CUDA, and a thread with a 24 KiB
+/// stack that launched a kernel crashed (SIGSEGV). Now the library's static TLS is about 200
+/// bytes (the slots are on the heap, made at a thread's first capture). Without cudablame and with
+/// it: the thread is created and runs (`thread_rc=0`), plain at 16 KiB, launching at 24 KiB.
+#[test]
+fn a_thread_with_a_small_stack_keeps_it() {
+    let bin = compile_with("small_stack", "small_stack", &["-pthread", "-lcuda"]);
+    for (kib, mode) in [("16", "plain"), ("24", "launch")] {
+        exits_cleanly_with_and_without_the_shim(&bin, &[kib, mode], "create_rc=0\nthread_rc=0");
+    }
+}

@@ -97,7 +97,7 @@ impl PythonStack {
         // Written by the walk up to `s.len`, read only that far.
         let mut walked = [const { MaybeUninit::<FrameRef>::uninit() }; MAX_PYTHON_DEPTH];
         let backward = RECENT_CODE
-            .try_with(|recent| {
+            .with(|recent| {
                 let mut recent = recent.borrow_mut();
                 // SAFETY: PyGILState_GetThisThreadState reads this thread's TSS slot; the frames
                 // walked are this thread's own (see `walk`).

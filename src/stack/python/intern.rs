@@ -61,7 +61,8 @@ pub(super) const RECENT: usize = 256;
 /// it captured last (consecutive launches of one Python op share their stack: then a compare
 /// with it replaces the hash and the table probe).
 pub(super) struct Recent {
-    pub(super) code: RecentCode,
+    /// On the heap (16 KiB): see [`RECENT_CODE`].
+    pub(super) code: Box<RecentCode>,
     /// The slot of the last stack plus one (`stacks::intern`; 0: none).
     pub(super) last_stack: u32,
 }
@@ -79,12 +80,18 @@ const NO_CODE: RecentSlot = RecentSlot {
     flags: 0,
 };
 
-thread_local! {
-    /// All zeros and `const`: thread-local storage initialized with the thread, never on the
-    /// hot path (a lazily built one inlined its 14 KiB initializer into the hook's stack frame).
-    pub(super) static RECENT_CODE: std::cell::RefCell<Recent> = const {
+crate::safety::per_thread! {
+    /// This thread's [`Recent`], made at its first capture, its slots on the heap. Not a
+    /// `thread_local!` array: a preloaded library's thread-locals are static TLS, which glibc
+    /// carves out of every thread's stack, so 16 KiB of them left a thread created with a small
+    /// stack 16 KiB less (`pthread_create` refused 16 KiB stacks with EINVAL; test
+    /// `a_thread_with_a_small_stack_keeps_it`). Built without a 16 KiB temporary on the stack
+    /// (`vec!` fills the heap buffer in place): a lazily built array once inlined its
+    /// initializer into the hook's stack frame.
+    pub(super) static RECENT_CODE: std::cell::RefCell<Recent> = || {
+        let code: Box<[RecentSlot]> = vec![NO_CODE; RECENT].into_boxed_slice();
         std::cell::RefCell::new(Recent {
-            code: [NO_CODE; RECENT],
+            code: code.try_into().unwrap_or_else(|_| unreachable!("RECENT slots")),
             last_stack: 0,
         })
     };
