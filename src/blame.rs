@@ -702,14 +702,24 @@ fn scope(views: &[StreamView], context: Option<usize>) -> Vec<usize> {
 /// in its reason: work enqueued by an entry point it does not record (`cuLaunchHostFunc`, ...)
 /// that may not have completed, a stream whose ring it could not read (busy), or destroyed
 /// streams of the context dropped from the retired list with work possibly unfinished
-/// (`dropped_unfinished`).
+/// (`dropped_unfinished`), or `paused`: cudablame was paused at some point of this process
+/// (`cudablame_pause`, a benchmark switch), and whatever the program enqueued meanwhile, on any
+/// stream, is in no ring.
 pub(crate) fn cap_for_unseen_work(
     verdict: &mut Verdict,
     views: &[StreamView],
     context: Option<usize>,
     dropped_unfinished: u64,
+    paused: bool,
 ) {
     let mut why: Vec<String> = Vec::new();
+    if paused {
+        why.push(
+            "cudablame was paused in this process (cudablame_pause), and the work enqueued while it \
+             was is unrecorded"
+                .to_string(),
+        );
+    }
     for i in scope(views, context) {
         let v = &views[i];
         if v.unseen_after > v.completed() {
@@ -784,16 +794,16 @@ mod tests {
         views[0].unseen_after = 20;
         views[0].unseen_what = Some("cuLaunchHostFunc");
         let mut v = judge(&views, Some(1));
-        cap_for_unseen_work(&mut v, &views, Some(1), 0);
+        cap_for_unseen_work(&mut v, &views, Some(1), 0, false);
         assert_eq!(v.confidence, Confidence::Likely);
         assert!(v.reason.contains("cuLaunchHostFunc"), "{}", v.reason);
         // Unseen work that a later marker proves complete changes nothing.
         views[0].unseen_after = 5;
         let mut v = judge(&views, Some(1));
-        cap_for_unseen_work(&mut v, &views, Some(1), 0);
+        cap_for_unseen_work(&mut v, &views, Some(1), 0, false);
         assert_eq!(v.confidence, Confidence::Exact);
         // Dropped destroyed streams with unfinished work, and busy rings, cap it too.
-        cap_for_unseen_work(&mut v, &views, Some(1), 2);
+        cap_for_unseen_work(&mut v, &views, Some(1), 2, false);
         assert_eq!(v.confidence, Confidence::Likely);
         assert!(v.reason.contains("2 destroyed stream"), "{}", v.reason);
         let mut busy = vec![
@@ -803,9 +813,15 @@ mod tests {
         busy[1].busy = true;
         busy[1].ops.clear();
         let mut v = judge(&busy[..1], Some(1));
-        cap_for_unseen_work(&mut v, &busy, Some(1), 0);
+        cap_for_unseen_work(&mut v, &busy, Some(1), 0, false);
         assert_eq!(v.confidence, Confidence::Likely);
         assert!(v.reason.contains("busy"), "{}", v.reason);
+        // A process that was paused (cudablame_pause) has unrecorded work anywhere.
+        let mut v = judge(&views, Some(1));
+        assert_eq!(v.confidence, Confidence::Exact);
+        cap_for_unseen_work(&mut v, &views, Some(1), 0, true);
+        assert_eq!(v.confidence, Confidence::Likely);
+        assert!(v.reason.contains("cudablame was paused"), "{}", v.reason);
     }
 
     #[test]

@@ -8,7 +8,10 @@
  *        pause fault A B   two created streams: a 20 ms kernel on stream b and A quick kernels
  *                          on each stream while paused, B quick kernels on each while
  *                          recording, then on stream b a kernel that faults (700) and 2 quick
- *                          kernels behind it; then cuCtxSynchronize.
+ *                          kernels behind it; then cuCtxSynchronize;
+ *        pause hidden A B  on a created stream: while paused the kernel that faults (700) and A
+ *                          quick kernels, then B quick kernels recording; then cuCtxSynchronize:
+ *                          the culprit is an op the rings never saw.
  * Prints pause_found=<0|1>, the switch's return values (pause_first= when pausing,
  * pause_again= pausing twice, resume_rc= resuming, resume_again= resuming twice), stream_a= and
  * stream_b= (fault), sync_rc=; exit status 0 when every call returned CUDA_SUCCESS (count), or
@@ -48,8 +51,9 @@ __attribute__((noinline)) static void launch_bad_kernel(CUfunction bad, CUstream
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4 || (strcmp(argv[1], "count") && strcmp(argv[1], "fault"))) {
-        fprintf(stderr, "usage: pause count A B | pause fault A B\n");
+    if (argc < 4 ||
+        (strcmp(argv[1], "count") && strcmp(argv[1], "fault") && strcmp(argv[1], "hidden"))) {
+        fprintf(stderr, "usage: pause count A B | pause fault A B | pause hidden A B\n");
         return 2;
     }
     long a = atol(argv[2]), b = atol(argv[3]);
@@ -81,6 +85,18 @@ int main(int argc, char **argv) {
         CUresult rc = cuStreamSynchronize(s);
         printf("sync_rc=%u\n", rc);
         return rc == CUDA_SUCCESS ? 0 : 1;
+    }
+    if (!strcmp(argv[1], "hidden")) {
+        CUstream s;
+        check("stream", cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        set_paused("pause_first", 1);
+        launch_bad_kernel(bad, s);
+        quick_on(quick, s, a);
+        set_paused("resume_rc", 0);
+        quick_on(quick, s, b);
+        CUresult rc = cuCtxSynchronize();
+        printf("sync_rc=%u\n", rc);
+        return rc == CUDA_ERROR_ILLEGAL_ADDRESS ? 0 : 1;
     }
     CUstream sa, sb;
     check("stream a", cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING));

@@ -76,7 +76,8 @@ fn without_the_shim_the_switch_is_absent_and_the_program_runs() {
 fn after_a_paused_and_a_resumed_stretch_the_culprit_is_named_with_its_sequence_number() {
     // Paused: a 20 ms kernel on stream b and 50 quick kernels on each stream; recording: 30
     // quick on each, then the faulting kernel on b and 2 quick behind it. The rings hold only
-    // the recorded ops, so the culprit is stream b's op #31 and its 2 followers #32-#33.
+    // the recorded ops, so the culprit is stream b's op #31 and its 2 followers #32-#33. Not
+    // `exact`: once paused, any unrecorded op could be the culprit (see the test below).
     let prog = compile("pause", true);
     let r = run(&prog, &["fault", "50", "30"], true, &[]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -86,8 +87,13 @@ fn after_a_paused_and_a_resumed_stretch_the_culprit_is_named_with_its_sequence_n
     let rep = r.report();
     assert_eq!(rep["error"]["code"], 700, "{}", r.stderr);
     assert_eq!(
-        rep["culprit"]["confidence"], "exact",
+        rep["culprit"]["confidence"], "likely",
         "reason: {}",
+        rep["culprit"]["reason"]
+    );
+    assert!(
+        (rep["culprit"]["reason"].as_str().unwrap()).contains("cudablame was paused"),
+        "{}",
         rep["culprit"]["reason"]
     );
     let op = r.culprit();
@@ -114,4 +120,32 @@ fn after_a_paused_and_a_resumed_stretch_the_culprit_is_named_with_its_sequence_n
     // Per stream, only the recorded ops count: a's 30 all completed; b's 30 before the culprit.
     assert_eq!(stream(r.printed("stream_a")), (Some(30), Some(30)));
     assert_eq!(stream(r.printed("stream_b")), (Some(33), Some(30)));
+}
+
+/// The culprit itself was launched while paused: the rings hold only the quick kernels launched
+/// after, and the first of them is what the markers point at. Before, that op was named `exact`
+/// (found by a new-user trial); now no verdict is exact once cudablame was paused, and the reason
+/// says why.
+#[test]
+fn a_culprit_launched_while_paused_is_never_named_exact() {
+    let prog = compile("pause", true);
+    for markers in ["budget", "every"] {
+        let r = run(
+            &prog,
+            &["hidden", "5", "3"],
+            true,
+            &[("CUDABLAME_MARKERS", markers)],
+        );
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        assert_eq!(r.printed("sync_rc"), "700");
+        let culprit = &r.report()["culprit"];
+        assert_ne!(culprit["confidence"], "exact", "{markers}: {culprit}");
+        assert!(
+            (culprit["reason"].as_str().unwrap()).contains("cudablame was paused"),
+            "{markers}: {}",
+            culprit["reason"]
+        );
+        // What the rings saw: the 3 quick kernels recorded after the pause.
+        assert_eq!(r.culprit()["kernel"], "quick", "{markers}");
+    }
 }

@@ -8,8 +8,10 @@
 //! While paused, every hooked driver call goes straight to the driver before any of cudablame's
 //! work ([`super::hook`]): nothing is recorded, no progress marker is written, and an error code
 //! that comes back then gets no report. Resuming starts recording again with the next call; an op
-//! enqueued while paused is unknown to blame (it is in no ring). The resolvers and `dlsym` keep
-//! answering with cudablame's wrappers, so resuming reaches every call again.
+//! enqueued while paused is unknown to blame (it is in no ring), so once paused, no verdict of the
+//! process is `exact` any more: the culprit may be work enqueued then
+//! (`blame::cap_for_unseen_work`). The resolvers and `dlsym` keep answering with cudablame's
+//! wrappers, so resuming reaches every call again.
 //!
 //! Who it is for: benchmarks only (`cuda-samples/bench/train_step.py --paired`, the launch loop's
 //! `BENCH_PAUSED=1`; `scripts/bench.sh`), to measure what recording costs against the same
@@ -32,6 +34,9 @@ pub(crate) fn paused() -> bool {
 /// 0 recording. Callable by anyone, from any thread, at any time.
 #[cfg_attr(not(test), no_mangle)]
 pub extern "C" fn cudablame_pause(paused: c_int) -> c_int {
+    if paused != 0 {
+        crate::record::note_paused();
+    }
     c_int::from(PAUSED.swap(paused != 0, Ordering::Relaxed))
 }
 

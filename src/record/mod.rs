@@ -29,7 +29,7 @@ use crate::config::{self, StackMode};
 use crate::cuda::entry_points::EntryPoint;
 use crate::stack::{EntryRegs, NativeStack, StackRef};
 pub(crate) use snapshot::StreamView;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 pub(crate) use streams::{StreamId, StreamState};
 
 pub(crate) use call::*;
@@ -99,6 +99,21 @@ impl OpRecord {
 /// Streams with an active capture (begun and not yet ended), process-wide. While it is 0 no
 /// stream can be capturing and the per-launch `cuStreamIsCapturing` check is skipped.
 static CAPTURES_ACTIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Set for good once a benchmark paused cudablame (`cudablame_pause`): what the program enqueued
+/// while paused is in no ring, on any stream, so no later verdict can be `exact`
+/// (`blame::cap_for_unseen_work`).
+static EVER_PAUSED: AtomicBool = AtomicBool::new(false);
+
+/// Notes that cudablame was paused (`interpose::pause`).
+pub(crate) fn note_paused() {
+    EVER_PAUSED.store(true, Ordering::Relaxed);
+}
+
+/// Whether cudablame was ever paused in this process.
+pub(crate) fn ever_paused() -> bool {
+    EVER_PAUSED.load(Ordering::Relaxed)
+}
 
 /// Forgets every stream, marker slot, kernel name and capture of the parent (the
 /// `pthread_atfork` child handler, see `safety`): the child never uses its parent's contexts.

@@ -122,7 +122,7 @@ fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpReco
                 )
             };
             let dropped = context.map_or(0, record::streams::dropped_unfinished);
-            blame::cap_for_unseen_work(&mut v, &views, context, dropped);
+            blame::cap_for_unseen_work(&mut v, &views, context, dropped, record::ever_paused());
             blame::cap_for_code(&mut v, rc, mps_client());
             let op = v
                 .culprit
