@@ -258,15 +258,21 @@ fn number(
     default: usize,
     w: &mut Vec<String>,
 ) -> usize {
+    number_in(name, raw, lo, hi).unwrap_or_else(|bad| {
+        w.push(format!("{bad}; using {default}"));
+        default
+    })
+}
+
+/// `raw` as a number in `lo..=hi`, else the start of the warning (`NAME=value is not a number in
+/// lo..=hi`).
+fn number_in(name: &str, raw: &str, lo: usize, hi: usize) -> Result<usize, String> {
     match raw.trim().parse::<usize>() {
-        Ok(n) if (lo..=hi).contains(&n) => n,
-        _ => {
-            w.push(format!(
-                "{name}={} is not a number in {lo}..={hi}; using {default}",
-                shown(raw)
-            ));
-            default
-        }
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{name}={} is not a number in {lo}..={hi}",
+            shown(raw)
+        )),
     }
 }
 
@@ -356,8 +362,14 @@ impl Config {
             c.stack_depth = number("CUDABLAME_STACK_DEPTH", &v, 1, MAX_STACK_DEPTH, 16, &mut w);
         }
         if let Some(v) = get("CUDABLAME_STACK_BYTES") {
-            c.stack_bytes = number("CUDABLAME_STACK_BYTES", &v, 4096, 65536, 8192, &mut w);
-            c.python_stack_bytes = c.stack_bytes;
+            // One value for both sizes; a bad one keeps both defaults.
+            match number_in("CUDABLAME_STACK_BYTES", &v, 4096, 65536) {
+                Ok(n) => (c.stack_bytes, c.python_stack_bytes) = (n, n),
+                Err(bad) => w.push(format!(
+                    "{bad}; using {} ({} where launches carry Python frames)",
+                    c.stack_bytes, c.python_stack_bytes
+                )),
+            }
         }
         if let Some(v) = get("CUDABLAME_RING") {
             c.ring = number("CUDABLAME_RING", &v, 16, 65536, 256, &mut w);

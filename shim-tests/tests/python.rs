@@ -307,12 +307,28 @@ fn python_launches_copy_4_kib_of_native_stack_unless_configured() {
     for (env, bytes) in [
         (vec![], 4096),
         (vec![("CUDABLAME_STACK_BYTES", "12288")], 12288),
+        // A bad value keeps both defaults (before, the C default was used for both).
+        (vec![("CUDABLAME_STACK_BYTES", "3")], 4096),
         (vec![("CUDABLAME_PYTHON", "off")], 8192),
     ] {
         let mut env = env.clone();
         env.push(("CUDABLAME_STATS", "on"));
         let r = run_py(&py, "main", &env);
         assert_eq!(copied_bytes(&r), bytes, "{env:?}: {}", r.stderr);
+        if env[0].1 == "3" {
+            let warned: Vec<&str> = (r.stderr.lines())
+                .filter(|l| l.contains("CUDABLAME_STACK_BYTES"))
+                .collect();
+            assert_eq!(
+                warned,
+                vec![
+                    "cudablame: CUDABLAME_STACK_BYTES=\"3\" is not a number in 4096..=65536; using 8192 \
+                     (4096 where launches carry Python frames)"
+                ],
+                "{}",
+                r.stderr
+            );
+        }
         assert_eq!(r.culprit()["kernel"], "bad");
         let stack = r.culprit()["stack"].as_array().unwrap();
         let modules: Vec<&str> = stack
