@@ -95,11 +95,14 @@ pub(super) fn lead(out: &mut String, r: &Report, device_assert: Option<&str>) {
             let _ = writeln!(out, "{:<10}{name}  ({which}, {confidence})", "culprit:");
             match program_frame(&o.python, &o.stack, o.kernel.as_deref()) {
                 Some(f) => site(out, "launched:", f, ""),
-                // No stack at all: stacks were off (`CUDABLAME_STACK=off`), there is none below.
+                // No stack at all: stacks were off (`CUDABLAME_STACK=off`), or the launching
+                // thread's stack could not be read (a launch from a signal handler on an
+                // alternate signal stack, outside the thread's stack bounds); none below.
                 None if o.stack.is_empty() && o.python.python_stack.is_empty() => {
                     let _ = writeln!(
                         out,
-                        "{:<10}(no launch stack recorded: launch stacks are off, CUDABLAME_STACK=off / --stack off)",
+                        "{:<10}(no launch stack recorded: launch stacks are off, CUDABLAME_STACK=off / --stack off, \
+                         or the launching thread's stack could not be read)",
                         "launched:"
                     );
                 }
