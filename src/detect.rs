@@ -67,8 +67,13 @@ pub(crate) fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Opt
         }
         return;
     }
-    let written = report::emit(ep, call, rc, unrecorded.filter(|_| trigger == LAUNCH));
-    if trigger == STICKY && crate::config::get().error_string {
+    let failed_launch = unrecorded.filter(|_| trigger == LAUNCH);
+    let written = report::emit(ep, call, rc, failed_launch, REPORT_WAIT);
+    // No report when it was built on a thread of its own that did not finish in time
+    // (`report::emit`): the error strings then stay the driver's.
+    if let Some(written) =
+        written.filter(|_| trigger == STICKY && crate::config::get().error_string)
+    {
         remember_error_string(rc, &written);
     }
 }

@@ -13,6 +13,7 @@ static DISABLED: AtomicBool = AtomicBool::new(false);
 static HOOK: AtomicU8 = AtomicU8::new(0);
 
 pub(crate) mod lock;
+pub(crate) mod own_thread;
 
 /// Whether an internal error turned cudablame off.
 #[inline]

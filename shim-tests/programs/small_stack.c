@@ -1,6 +1,7 @@
-/* A thread created with a small stack (`small_stack KIB plain|launch`): `plain` fills a 4 KiB
- * buffer; `launch` makes its first CUDA calls there (cuCtxSetCurrent, a launch of `fill`, a
- * synchronize). Prints `create_rc=N` (pthread_create's result) and `thread_rc=N` (0: the thread
+/* A thread created with a small stack (`small_stack KIB plain|launch|fault`): `plain` fills a
+ * 4 KiB buffer; `launch` makes its first CUDA calls there (cuCtxSetCurrent, a launch of `fill`, a
+ * synchronize); `fault` the same with `bad`, which faults (700): the sticky error comes back to
+ * that thread's synchronize, so the report is made there. Prints `create_rc=N` (pthread_create's result) and `thread_rc=N` (0: the thread
  * ran and its calls succeeded). A preloaded library's thread-locals are carved out of every
  * thread's stack (static TLS): the program must see the same results with and without it. */
 #include <pthread.h>
@@ -11,13 +12,14 @@
 
 static CUcontext ctx;
 static CUfunction fill;
+static int fault_mode;
 static int launch_mode;
 static int thread_rc = -1;
 
 static void *body(void *arg) {
     if (launch_mode) {
         CUresult rc = cuCtxSetCurrent(ctx);
-        if (!rc) rc = cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+        if (!rc) rc = cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);  /* fill or bad */
         if (!rc) rc = cuCtxSynchronize();
         thread_rc = (int)rc;
     } else {
@@ -31,13 +33,15 @@ static void *body(void *arg) {
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
     size_t kib = (size_t)atol(argv[1]);
-    launch_mode = strcmp(argv[2], "launch") == 0;
+    fault_mode = strcmp(argv[2], "fault") == 0;
+    launch_mode = fault_mode || strcmp(argv[2], "launch") == 0;
     if (launch_mode) {
         CUdevice dev;
         CUmodule mod;
         if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
             cuCtxSetCurrent(ctx) ||
-            cuModuleLoadData(&mod, "// fake: fill\n") || cuModuleGetFunction(&fill, mod, "fill")) {
+            cuModuleLoadData(&mod, "// fake: fill\n// fake: bad fault=700 delay_us=1000\n") ||
+            cuModuleGetFunction(&fill, mod, fault_mode ? "bad" : "fill")) {
             printf("setup_failed=1\n");
             return 3;
         }

@@ -302,3 +302,34 @@ fn a_thread_with_a_small_stack_keeps_it() {
         exits_cleanly_with_and_without_the_shim(&bin, &[kib, mode], "create_rc=0\nthread_rc=0");
     }
 }
+
+/// The sticky error comes back to a thread created with a 24 KiB stack, so cudablame's report is
+/// made there. Before, building it (symbolizing, rendering) overflowed that stack: the program,
+/// which handles the error itself without cudablame (`thread_rc=700`), died of SIGSEGV. Now a
+/// reporting thread with less than 256 KiB of stack left builds the report on a thread of its own
+/// (`safety::own_thread`, 8 MiB) and waits for it: same output, exit 0, and the report names the
+/// culprit, launched by the small thread, with the reporting call's own stack from that thread.
+#[test]
+fn a_report_on_a_thread_with_a_small_stack_is_written() {
+    let bin = compile_with("small_stack", "small_stack", &["-pthread", "-lcuda"]);
+    let without = run(&bin, &["24", "fault"], false, &[]);
+    assert_eq!(
+        (without.code, without.stdout.trim()),
+        (0, "create_rc=0\nthread_rc=700")
+    );
+    let with = run(&bin, &["24", "fault"], true, &[]);
+    assert_eq!(
+        (with.code, with.stdout.trim()),
+        (0, "create_rc=0\nthread_rc=700"),
+        "{}",
+        with.stderr
+    );
+    let rep = with.report();
+    assert_eq!(rep["error"]["code"], 700);
+    assert_eq!(with.culprit()["kernel"], "bad");
+    assert_eq!(rep["culprit"]["confidence"], "exact");
+    assert_eq!(rep["reporting_call"]["entry_point"], "cuCtxSynchronize");
+    assert_eq!(rep["reporting_call"]["thread"], with.culprit()["thread"]);
+    let f = functions(&rep["reporting_call"]["stack"]);
+    assert!(f.iter().any(|n| n == "body"), "reporting stack: {f:?}");
+}

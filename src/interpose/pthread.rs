@@ -10,25 +10,11 @@ type PthreadCreate = unsafe extern "C" fn(
     *mut c_void,
 ) -> c_int;
 
-static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// glibc's `pthread_create` (the next definition after libcudablame), 0 if none.
-///
-/// Found by [`find_at_load`] when the library is loaded, so that the hook never looks it up
-/// later: `dlvsym` takes glibc's loader lock, which a thread waiting inside `dlopen` may hold
-/// (issue 19 item 2). A lookup here can only happen if `pthread_create` is called before this
-/// library's constructor ran (from a constructor of a library initialized earlier): that is the
-/// main thread, in the loader already (the lock is recursive), or a thread it created through
-/// this hook, which found the function then.
-fn real_pthread_create() -> usize {
-    real::glibc_next(c"pthread_create", &REAL)
-}
-
 /// Library constructor: finds glibc's `pthread_create` and libstdc++'s text ranges while the
 /// loader initializes this library (in the loading thread, under the loader's recursive lock).
 extern "C" fn find_at_load() {
     let _ = std::panic::catch_unwind(|| {
-        real_pthread_create();
+        real::pthread_create();
         crate::threads::note_modules();
     });
 }
@@ -49,7 +35,7 @@ pub unsafe extern "C" fn pthread_create(
     start: Option<unsafe extern "C" fn(*mut c_void) -> *mut c_void>,
     arg: *mut c_void,
 ) -> c_int {
-    let real = real_pthread_create();
+    let real = real::pthread_create();
     if real == 0 {
         return libc::EAGAIN;
     }

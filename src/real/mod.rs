@@ -45,6 +45,19 @@ pub extern "C" fn resolve_real_dlsym() -> usize {
     glibc_next(c"dlsym", &REAL_DLSYM)
 }
 
+/// glibc's `pthread_create` (the next definition after libcudablame's exported one), 0 if none.
+///
+/// Found by the library's constructor (`interpose::pthread`) when the library is loaded, so that
+/// it is never looked up later: `dlvsym` takes glibc's loader lock, which a thread waiting inside
+/// `dlopen` may hold (issue 19 item 2). A lookup here can only happen if `pthread_create` is
+/// called before this library's constructor ran (from a constructor of a library initialized
+/// earlier): that is the main thread, in the loader already (the lock is recursive), or a thread
+/// it created through the hook, which found the function then.
+pub(crate) fn pthread_create() -> usize {
+    static REAL: AtomicUsize = AtomicUsize::new(0);
+    glibc_next(c"pthread_create", &REAL)
+}
+
 /// glibc's own `dlclose` (the next definition after libcudablame's exported one), 0 if none.
 pub(crate) fn real_dlclose() -> usize {
     static REAL: AtomicUsize = AtomicUsize::new(0);

@@ -27,11 +27,72 @@ pub(crate) fn emit(
     call: &Call,
     rc: CUresult,
     failed_launch: Option<OpRecord>,
-) -> Report {
-    let cfg = config::get();
+    wait: std::time::Duration,
+) -> Option<Report> {
     crate::config::test_panic(crate::config::PanicPoint::Report);
     let started = std::time::Instant::now();
-    let mut report = build(ep, call, rc, failed_launch);
+    let live = Live::capture(ep, call);
+    let call = *call;
+    let finish = move || finish(ep, &call, rc, failed_launch, live, started);
+    if stack_left().is_none_or(|left| left >= REPORT_STACK_NEED) {
+        return Some(finish());
+    }
+    let create = real::pthread_create();
+    crate::safety::own_thread::on_new_thread(create, REPORT_STACK, wait, finish)
+}
+
+/// Stack (bytes) the report's symbolizing and rendering may need at most: a thread with less
+/// left builds it on a thread of its own with [`REPORT_STACK`] bytes. Measured on the simulated
+/// driver: a report needs more than 24 KiB and less than 32 KiB (a thread created with 24 KiB
+/// crashed with SIGSEGV, before this); symbolizing a large library can need more.
+const REPORT_STACK_NEED: u64 = 256 << 10;
+/// The stack of the thread a report is built on when the reporting thread's is too small.
+const REPORT_STACK: usize = 8 << 20;
+
+/// Bytes of stack left below this frame on the calling thread (`None`: its bounds are unknown).
+fn stack_left() -> Option<u64> {
+    let (lo, hi) = crate::stack::unwind::stack_bounds();
+    let here = &lo as *const u64 as u64;
+    (lo != 0 && (lo..hi).contains(&here)).then(|| here - lo)
+}
+
+/// What only the reporting thread can read, taken on it before the rest of the report (which may
+/// be built on another thread, see [`emit`]): the time, its thread, its native and Python stacks
+/// and the context its call concerns.
+struct Live {
+    now: u64,
+    thread: u32,
+    stack: NativeStack,
+    python: PythonFrames,
+    context: Option<usize>,
+}
+
+impl Live {
+    fn capture(ep: EntryPoint, call: &Call) -> Live {
+        let now = record::now_ns();
+        Live {
+            now,
+            thread: crate::threads::thread_id(),
+            stack: NativeStack::capture(config::MAX_STACK_DEPTH, now, None),
+            python: PythonStack::capture_configured().resolve(),
+            // The context the reporting call concerns (its stream's, the one it names, else the
+            // current one): a sticky error belongs to one context.
+            context: Some(call.context(ep)).filter(|&c| c != 0),
+        }
+    }
+}
+
+/// The report from what the reporting thread captured (`live`), written where configured.
+fn finish(
+    ep: EntryPoint,
+    call: &Call,
+    rc: CUresult,
+    failed_launch: Option<OpRecord>,
+    live: Live,
+    started: std::time::Instant,
+) -> Report {
+    let cfg = config::get();
+    let mut report = build(ep, call, rc, failed_launch, live);
     report.build_ns = started.elapsed().as_nanos() as u64;
     if let Some(pattern) = &cfg.report {
         report.path = sink::write_json(pattern, &report, report.process.rank);
@@ -50,15 +111,21 @@ pub(crate) fn emit(
     report
 }
 
-fn build(ep: EntryPoint, call: &Call, rc: CUresult, failed_launch: Option<OpRecord>) -> Report {
+fn build(
+    ep: EntryPoint,
+    call: &Call,
+    rc: CUresult,
+    failed_launch: Option<OpRecord>,
+    live: Live,
+) -> Report {
     let driver = real::driver();
-    let now = record::now_ns();
-    let thread = crate::threads::thread_id();
-    let reporting_stack = NativeStack::capture(config::MAX_STACK_DEPTH, now, None);
-    let reporting_python = PythonStack::capture_configured().resolve();
-    // The context the reporting call concerns (its stream's, the one it names, else the current
-    // one): a sticky error belongs to one context.
-    let context = Some(call.context(ep)).filter(|&c| c != 0);
+    let Live {
+        now,
+        thread,
+        stack: reporting_stack,
+        python: reporting_python,
+        context,
+    } = live;
     let views = record::snapshot::snapshot();
     let mut names = Names {
         driver,
