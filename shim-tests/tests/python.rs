@@ -278,6 +278,17 @@ fn python_off_gives_empty_python_stacks() {
     );
     // The native stack is unaffected.
     assert!(!r.culprit()["stack"].as_array().unwrap().is_empty());
+    // Without Python frames the launching line is not the interpreter's or ctypes' own C code
+    // (before: `launched: _call_function_pointer at .../Modules/_ctypes/callproc.c:923` with a
+    // CPython built from source): the native stack holds no frame of the program.
+    let launched = (r.stderr.lines())
+        .find(|l| l.starts_with("launched:"))
+        .unwrap_or_else(|| panic!("no launched: line in {}", r.stderr));
+    assert_eq!(
+        launched, "launched: (no program frame: see the launch stack below)",
+        "{}",
+        r.stderr
+    );
 }
 
 /// Bytes of native stack copied per op, from the `cudablame stats:` line of `r`

@@ -31,6 +31,19 @@ pub(super) fn system_module(module: &str) -> bool {
     .any(|p| module.starts_with(p))
 }
 
+/// The Python interpreter's own code and what `ctypes` calls through: the executable
+/// (`python3.11`), `libpython*`, the `_ctypes` extension module and libffi. A native frame there is
+/// the interpreter's, never the program's line (built from source, CPython has line tables:
+/// `_call_function_pointer at .../Modules/_ctypes/callproc.c:923`). Other extension modules
+/// (`*.cpython-*.so`) stay candidates: a program's own C or CUDA extension is one.
+pub(super) fn interpreter_module(module: &str) -> bool {
+    let name = module.rsplit('/').next().unwrap_or(module);
+    name.starts_with("libpython")
+        || name.starts_with("libffi")
+        || name.starts_with("_ctypes.")
+        || (name.starts_with("python") && name[6..].chars().all(|c| c.is_ascii_digit() || c == '.'))
+}
+
 /// The program's own frame that launched `o` (or made the reporting call): its innermost Python
 /// frame outside libraries, else its innermost native frame with a source line of its own
 /// (skipping nvcc's host stub, which is named like the kernel and sits at the kernel's line).
@@ -45,6 +58,7 @@ pub(super) fn program_frame<'a>(
         native.iter().filter(own).find(|f| {
             let func = f.function.as_deref().unwrap_or("");
             !f.module.as_deref().is_some_and(system_module)
+                && !f.module.as_deref().is_some_and(interpreter_module)
                 && !func.starts_with("__device_stub__")
                 && !func.starts_with("__cudaLaunch")
                 && kernel.is_none_or(|k| func != k)
@@ -231,4 +245,30 @@ pub(super) fn sentence(s: &str, n: usize) -> String {
     let cut: String = s.chars().take(n).collect();
     let cut = cut.rsplit_once(' ').map_or(cut.as_str(), |(a, _)| a);
     format!("{cut} ...")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interpreter_module;
+
+    #[test]
+    fn the_interpreter_and_ctypes_are_not_the_program() {
+        for m in [
+            "/opt/py/bin/python3.11",
+            "/usr/bin/python3",
+            "/opt/py/lib/libpython3.12.so.1.0",
+            "/usr/lib/x86_64-linux-gnu/libffi.so.8",
+            "/opt/py/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so",
+        ] {
+            assert!(interpreter_module(m), "{m}");
+        }
+        for m in [
+            "/home/u/proj/my_ext.cpython-311-x86_64-linux-gnu.so",
+            "/home/u/proj/build/app",
+            "/home/u/python_tools/libkernels.so",
+            "/home/u/pythonic",
+        ] {
+            assert!(!interpreter_module(m), "{m}");
+        }
+    }
 }
