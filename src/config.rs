@@ -53,7 +53,8 @@ pub(crate) struct Config {
     /// copy are not shown.
     pub(crate) stack_bytes: usize,
     /// The same in a process whose launches carry Python frames (a supported CPython with
-    /// `CUDABLAME_PYTHON` on): `CUDABLAME_STACK_BYTES` when set, else 4096. There the Python frames
+    /// `CUDABLAME_PYTHON` on), for every launch of it (also from threads that run no Python code,
+    /// such as PyTorch's autograd engine): `CUDABLAME_STACK_BYTES` when set, else 4096. There the Python frames
     /// name the launching line, and 4 KiB hold the native frames that name the library's op: on
     /// the H200 a PyTorch `nll_loss` assert's culprit kept 12 frames at 4096 (libcudart,
     /// `cudaLaunchKernel`, the ATen CUDA kernel's launcher and its `wrapper_CUDA_...`, the
@@ -366,7 +367,7 @@ impl Config {
             match number_in("CUDABLAME_STACK_BYTES", &v, 4096, 65536) {
                 Ok(n) => (c.stack_bytes, c.python_stack_bytes) = (n, n),
                 Err(bad) => w.push(format!(
-                    "{bad}; using {} ({} where launches carry Python frames)",
+                    "{bad}; using {} ({} in a CPython process)",
                     c.stack_bytes, c.python_stack_bytes
                 )),
             }

@@ -334,7 +334,7 @@ fn python_launches_copy_4_kib_of_native_stack_unless_configured() {
                 warned,
                 vec![
                     "cudablame: CUDABLAME_STACK_BYTES=\"3\" is not a number in 4096..=65536; using 8192 \
-                     (4096 where launches carry Python frames)"
+                     (4096 in a CPython process)"
                 ],
                 "{}",
                 r.stderr

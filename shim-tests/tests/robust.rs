@@ -303,33 +303,61 @@ fn a_thread_with_a_small_stack_keeps_it() {
     }
 }
 
-/// The sticky error comes back to a thread created with a 24 KiB stack, so cudablame's report is
-/// made there. Before, building it (symbolizing, rendering) overflowed that stack: the program,
-/// which handles the error itself without cudablame (`thread_rc=700`), died of SIGSEGV. Now a
-/// reporting thread with less than 256 KiB of stack left builds the report on a thread of its own
-/// (`safety::own_thread`, 8 MiB) and waits for it: same output, exit 0, and the report names the
-/// culprit, launched by the small thread, with the reporting call's own stack from that thread.
+/// CUDA calls whose handling in cudablame used to need tens of KiB of the caller's stack, on
+/// small stacks: the sticky error coming back to a thread of 16 KiB (`PTHREAD_STACK_MIN`) and to
+/// a SIGUSR1 handler on a 32 KiB alternate signal stack, a launch the driver refuses by itself
+/// (701) and a stream capture on 16 KiB threads. Before: SIGSEGV, and heap corruption on the
+/// alternate stack (outside the thread's stack bounds, which cudablame had taken for "room
+/// unknown, go on"). The live unwinds (a failed or captured launch's stack, the reporting call's)
+/// need more than 22 KiB: with less than `stack::LIVE_UNWIND_ROOM` left, or off the thread's
+/// stack, a launch keeps no stack and the report copies the top of the reporting thread's stack
+/// and builds everything on a thread of its own (`safety::own_thread`, 8 MiB). Each case: same
+/// output and exit status with and without cudablame; the reports name the culprit, and the one
+/// on the 16 KiB thread still has the reporting call's stack (`body`, unwound from the copy).
 #[test]
-fn a_report_on_a_thread_with_a_small_stack_is_written() {
+fn cuda_calls_on_small_stacks_are_handled_without_hurting_the_program() {
     let bin = compile_with("small_stack", "small_stack", &["-pthread", "-lcuda"]);
-    let without = run(&bin, &["24", "fault"], false, &[]);
-    assert_eq!(
-        (without.code, without.stdout.trim()),
-        (0, "create_rc=0\nthread_rc=700")
-    );
-    let with = run(&bin, &["24", "fault"], true, &[]);
-    assert_eq!(
-        (with.code, with.stdout.trim()),
-        (0, "create_rc=0\nthread_rc=700"),
-        "{}",
-        with.stderr
-    );
-    let rep = with.report();
-    assert_eq!(rep["error"]["code"], 700);
-    assert_eq!(with.culprit()["kernel"], "bad");
-    assert_eq!(rep["culprit"]["confidence"], "exact");
-    assert_eq!(rep["reporting_call"]["entry_point"], "cuCtxSynchronize");
-    assert_eq!(rep["reporting_call"]["thread"], with.culprit()["thread"]);
-    let f = functions(&rep["reporting_call"]["stack"]);
-    assert!(f.iter().any(|n| n == "body"), "reporting stack: {f:?}");
+    for (kib, mode, rc) in [
+        ("16", "fault", "700"),
+        ("32", "altstack", "700"),
+        ("16", "refused", "701"),
+        ("16", "capture", "0"),
+    ] {
+        let want = format!("create_rc=0\nthread_rc={rc}");
+        let without = run(&bin, &[kib, mode], false, &[]);
+        assert_eq!(
+            (without.code, without.stdout.trim()),
+            (0, want.as_str()),
+            "{mode}"
+        );
+        let with = run(&bin, &[kib, mode], true, &[]);
+        assert_eq!(
+            (with.code, with.stdout.trim()),
+            (0, want.as_str()),
+            "{mode}: {}",
+            with.stderr
+        );
+        match mode {
+            "capture" => continue, // no error, no report
+            "refused" => {
+                // Not sticky: one line naming the launch, no report (CUDABLAME_REPORT_NONSTICKY).
+                assert!(
+                    with.stderr.contains("for kernel refused"),
+                    "{}",
+                    with.stderr
+                );
+                continue;
+            }
+            _ => {}
+        }
+        let rep = with.report();
+        assert_eq!(with.culprit()["kernel"], "bad", "{mode}");
+        if mode == "fault" {
+            assert_eq!(rep["culprit"]["confidence"], "exact");
+            assert_eq!(rep["reporting_call"]["entry_point"], "cuCtxSynchronize");
+            assert_eq!(rep["reporting_call"]["thread"], with.culprit()["thread"]);
+            let f = functions(&rep["reporting_call"]["stack"]);
+            assert!(f.iter().any(|n| n == "body"), "reporting stack: {f:?}");
+        }
+    }
 }

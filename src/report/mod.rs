@@ -34,7 +34,7 @@ pub(crate) fn emit(
     let live = Live::capture(ep, call);
     let call = *call;
     let finish = move || finish(ep, &call, rc, failed_launch, live, started);
-    if stack_left().is_none_or(|left| left >= REPORT_STACK_NEED) {
+    if crate::stack::unwind::has_room(REPORT_STACK_NEED) {
         return Some(finish());
     }
     let create = real::pthread_create();
@@ -49,22 +49,48 @@ const REPORT_STACK_NEED: u64 = 256 << 10;
 /// The stack of the thread a report is built on when the reporting thread's is too small.
 const REPORT_STACK: usize = 8 << 20;
 
-/// Bytes of stack left below this frame on the calling thread (`None`: its bounds are unknown).
-fn stack_left() -> Option<u64> {
-    let (lo, hi) = crate::stack::unwind::stack_bounds();
-    let here = &lo as *const u64 as u64;
-    (lo != 0 && (lo..hi).contains(&here)).then(|| here - lo)
-}
-
 /// What only the reporting thread can read, taken on it before the rest of the report (which may
 /// be built on another thread, see [`emit`]): the time, its thread, its native and Python stacks
 /// and the context its call concerns.
 struct Live {
     now: u64,
     thread: u32,
-    stack: NativeStack,
+    stack: ReportingStack,
     python: PythonFrames,
     context: Option<usize>,
+}
+
+/// The reporting call's native stack: unwound on its thread, or, where that thread has too little
+/// stack left for an unwind (`stack::LIVE_UNWIND_ROOM`), a copy of its top (the bytes, as a
+/// launch's, `stack::copy`) unwound on the thread that builds the report.
+enum ReportingStack {
+    Unwound(Box<NativeStack>),
+    Copied(Box<crate::stack::copy::StackCopy>),
+}
+
+impl ReportingStack {
+    #[inline(never)]
+    fn capture(now: u64) -> ReportingStack {
+        if crate::stack::unwind::has_room(crate::stack::LIVE_UNWIND_ROOM) {
+            return ReportingStack::Unwound(Box::new(NativeStack::capture(
+                config::MAX_STACK_DEPTH,
+                now,
+                None,
+            )));
+        }
+        let mut copy = Box::new(crate::stack::copy::StackCopy::new(
+            config::get().stack_bytes,
+        ));
+        copy.fill(0, &crate::stack::EntryRegs::here());
+        ReportingStack::Copied(copy)
+    }
+
+    fn unwound(self) -> NativeStack {
+        match self {
+            ReportingStack::Unwound(s) => *s,
+            ReportingStack::Copied(c) => c.unwind(config::MAX_STACK_DEPTH),
+        }
+    }
 }
 
 impl Live {
@@ -73,7 +99,7 @@ impl Live {
         Live {
             now,
             thread: crate::threads::thread_id(),
-            stack: NativeStack::capture(config::MAX_STACK_DEPTH, now, None),
+            stack: ReportingStack::capture(now),
             python: PythonStack::capture_configured().resolve(),
             // The context the reporting call concerns (its stream's, the one it names, else the
             // current one): a sticky error belongs to one context.
@@ -126,6 +152,7 @@ fn build(
         python: reporting_python,
         context,
     } = live;
+    let reporting_stack = reporting_stack.unwound();
     let views = record::snapshot::snapshot();
     let mut names = Names {
         driver,

@@ -95,6 +95,12 @@ impl NativeStack {
     /// module-list checks).
     #[inline(never)]
     pub(crate) fn capture(depth: usize, now_ns: u64, entry: Option<&EntryRegs>) -> NativeStack {
+        if !unwind::has_room(LIVE_UNWIND_ROOM) {
+            // Unwinding needs tens of KiB of stack (framehop's rule cache, gimli's unwind
+            // context): on a thread with less left it crashed the program (SIGSEGV on a 16 KiB
+            // thread; heap corruption on a small fiber stack). No stack is better.
+            return NativeStack::EMPTY;
+        }
         let want = (depth + OWN_FRAMES_ALLOWANCE).min(CAPACITY);
         #[cfg(target_arch = "x86_64")]
         {
@@ -168,6 +174,12 @@ impl NativeStack {
 }
 
 pub(crate) use cudablame_report::model::Frame;
+
+/// Stack (bytes) a live unwind ([`NativeStack::capture`]) needs left on its thread: it used more
+/// than 22 KiB (a failed launch, a captured launch and a report on a 16-22 KiB thread crashed,
+/// and two reports at once on 24 KiB threads), so with less it takes no stack (a report then
+/// unwinds a copy of the stack on a thread of its own, `report::emit`).
+pub(crate) const LIVE_UNWIND_ROOM: u64 = 64 << 10;
 
 pub(crate) mod copy;
 #[cfg(target_arch = "x86_64")]

@@ -203,6 +203,28 @@ pub(crate) fn stack_bounds() -> (u64, u64) {
         .unwrap_or_else(|_| read_stack_bounds())
 }
 
+/// Bytes of stack left below the caller on this thread: `None` when the thread's bounds are
+/// unknown, 0 when the stack pointer is outside them (a signal handler on an alternate signal
+/// stack, a fiber on a stack of its own: how much is left there is not known).
+#[inline(never)]
+pub(crate) fn stack_room() -> Option<u64> {
+    let (lo, hi) = stack_bounds();
+    let here = &lo as *const u64 as u64;
+    (lo != 0).then(|| {
+        if (lo..hi).contains(&here) {
+            here - lo
+        } else {
+            0
+        }
+    })
+}
+
+/// Whether this thread has at least `need` bytes of stack left (or its bounds are unknown: then
+/// as before such a check existed).
+pub(crate) fn has_room(need: u64) -> bool {
+    stack_room().is_none_or(|left| left >= need)
+}
+
 fn read_stack_bounds() -> (u64, u64) {
     let mut bounds = (0, 0);
     // SAFETY: pthread_getattr_np fills attr for the calling thread; destroyed after use.
