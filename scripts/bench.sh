@@ -169,6 +169,13 @@ order_stats() {
           print m, v[1], v[NR], NR, (NR >= 5 ? v[2] : v[1]), (NR >= 5 ? v[NR - 1] : v[NR]) }'
 }
 
+# signed_stats DIGITS: order_stats of the numbers on stdin, signed, DIGITS decimals (the count
+# as is; "? ? ? 0 ? ?" when there are none).
+signed_stats() {
+  order_stats | awk -v d="$1" '$4 == 0 { print; next }
+    { f = "%+." d "f"; printf f " " f " " f " %d " f " " f "\n", $1, $2, $3, $4, $5, $6 }'
+}
+
 # paired KEY: per round r of the last measure, KEY of configuration 1 against configuration 0
 # in percent; prints order_stats of those (signed, one decimal): "median min max rounds lo hi".
 paired() {
@@ -176,8 +183,7 @@ paired() {
   for ((r = 0; r < ${MEASURED_ROUNDS:-0}; r++)); do
     a=$(value "$1" "${OUT_OF[0,$r]-}") b=$(value "$1" "${OUT_OF[1,$r]-}")
     [[ -n $a && -n $b ]] && awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "%.4f\n", 100 * (b - a) / a }'
-  done | order_stats | awk '$4 == 0 { print; next }
-    { printf "%+.1f %+.1f %+.1f %d %+.1f %+.1f\n", $1, $2, $3, $4, $5, $6 }'
+  done | signed_stats 1
 }
 measure() {
   local -n cfgs=$1
@@ -375,8 +381,7 @@ at most +0.5)" "$d" 0.5 le
       fi
     done
     if ((${#added[@]})); then
-      read -r am amin amax an alo ahi < <(printf '%s\n' "${added[@]}" | order_stats |
-        awk '{ printf "%+.3f %+.3f %+.3f %d %+.3f %+.3f\n", $1, $2, $3, $4, $5, $6 }')
+      read -r am amin amax an alo ahi < <(printf '%s\n' "${added[@]}" | signed_stats 3)
       echo "launch loop, same process, recording vs paused: median $am us per launch over $an runs (min $amin, max $amax; the median's interval $alo to $ahi)"
       goal "goal 2, launch loop (host), same process, recording vs paused (the pass-through's own \
 cost is not in it): adds $am us per launch (median of $an runs; interval $alo to $ahi; min $amin, \
@@ -457,8 +462,7 @@ same_process() {
     goal "goal 4, $what, $label: not measured (no run printed ${size}_paired_pct)"
     return
   fi
-  read -r sm smin smax sn slo shi < <(printf '%s\n' "${vals[@]}" | order_stats |
-    awk '{ printf "%+.1f %+.1f %+.1f %d %+.1f %+.1f\n", $1, $2, $3, $4, $5, $6 }')
+  read -r sm smin smax sn slo shi < <(printf '%s\n' "${vals[@]}" | signed_stats 1)
   read -r pa _ < <(printf '%s\n' "${pauseds[@]}" | order_stats)
   read -r re _ < <(printf '%s\n' "${recs[@]}" | order_stats)
   np=$(printf '%s\n' "${ns[@]}" | sort -gu | paste -sd/ -)
