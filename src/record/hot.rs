@@ -105,7 +105,7 @@ pub(super) fn stack_copy<'a>(
     entry: &'a EntryRegs,
 ) -> Option<(&'a EntryRegs, usize)> {
     (cfg.stack == StackMode::Native).then(|| {
-        let bytes = if crate::stack::python::frames_captured() {
+        let bytes = if crate::stack::python::frames_captured(cfg) {
             cfg.python_stack_bytes
         } else {
             cfg.stack_bytes

@@ -139,12 +139,13 @@ pub(super) fn runtime() -> Option<&'static Runtime> {
     }
 }
 
-/// Whether launches of this process carry Python frames: it is a supported CPython and
-/// `CUDABLAME_PYTHON` is on (then the Python frames name the launching line, and the native
-/// stack copy can be shorter: `config::Config::python_stack_bytes`). One atomic load once known.
+/// Whether launches of this process carry Python frames under `cfg`: it is a supported CPython
+/// and `CUDABLAME_PYTHON` is on (then the Python frames name the launching line, and the native
+/// stack copy can be shorter: `config::Config::python_stack_bytes`). One atomic load once known;
+/// `cfg` is the caller's, not read again.
 #[inline]
-pub(crate) fn frames_captured() -> bool {
-    crate::config::get().python && runtime().is_some()
+pub(crate) fn frames_captured(cfg: &crate::config::Config) -> bool {
+    cfg.python && runtime().is_some()
 }
 
 /// What the report should say once about Python frames, if anything: an unsupported CPython, or
