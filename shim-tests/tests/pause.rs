@@ -38,14 +38,6 @@ fn count_run(a: &str, b: &str) -> (Option<(u64, u64)>, String) {
     )
 }
 
-fn printed(stdout: &str, key: &str) -> String {
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("no {key}= in:\n{stdout}"))
-        .to_string()
-}
-
 #[test]
 fn ops_launched_while_paused_are_not_recorded() {
     // 300 launches paused, 40 recording: exactly the 40 are recorded, each with its marker.

@@ -184,13 +184,18 @@ impl Run {
 
     /// A `key=value` line the test program printed on stdout.
     pub fn printed(&self, key: &str) -> String {
-        self.stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("program printed no {key}=; stdout:\n{}", self.stdout))
-            .trim()
-            .to_string()
+        printed(&self.stdout, key)
     }
+}
+
+/// The value of the `key=value` line in `stdout` (a test program's output), trimmed.
+pub fn printed(stdout: &str, key: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("program printed no {key}=; stdout:\n{stdout}"))
+        .trim()
+        .to_string()
 }
 
 pub fn functions(stack: &Value) -> Vec<String> {
