@@ -82,12 +82,17 @@ static const char *MODULE =
     "// fake: instant_oob fault=700\n"
     "// fake: hold delay_us=4000000\n"
     "// fake: late_oob fault=700 delay_us=50000\n"
+    "// fake: twin_a fault=700 fault_on=151\n"
+    "// fake: twin_b fault=700 fault_on=152\n"
     ".visible .entry slow(\n.visible .entry quick(\n.visible .entry oob_write(\n"
-    ".visible .entry instant_oob(\n.visible .entry hold(\n.visible .entry late_oob(\n";
+    ".visible .entry instant_oob(\n.visible .entry hold(\n.visible .entry late_oob(\n"
+    ".visible .entry twin_a(\n.visible .entry twin_b(\n";
 
 /* late_oob: faults 50 ms after it starts, for scenarios whose host calls must come before the
  * fault however slow the machine is (oob_write's 1 ms was outrun on a loaded 2-core machine). */
-static CUfunction slow, quick, oob_write, instant_oob, hold, late_oob;
+/* twin_a, twin_b: kernels launched from two call paths in turn; the 151st execution of twin_a
+ * faults (a launch from path a), the 152nd of twin_b (from path b). */
+static CUfunction slow, quick, oob_write, instant_oob, hold, late_oob, twin_a, twin_b;
 static CUcontext ctx;
 static unsigned bad_block = 256; /* launch_bad_kernel's block size (2048: an invalid launch) */
 static CUdeviceptr buffer;
@@ -142,6 +147,8 @@ static void setup(void) {
     check("quick", p_cuModuleGetFunction(&quick, mod, "quick"));
     check("oob_write", p_cuModuleGetFunction(&oob_write, mod, "oob_write"));
     check("instant_oob", p_cuModuleGetFunction(&instant_oob, mod, "instant_oob"));
+    check("twin_a", p_cuModuleGetFunction(&twin_a, mod, "twin_a"));
+    check("twin_b", p_cuModuleGetFunction(&twin_b, mod, "twin_b"));
     check("hold", p_cuModuleGetFunction(&hold, mod, "hold"));
     check("late_oob", p_cuModuleGetFunction(&late_oob, mod, "late_oob"));
     check("cuMemAlloc", p_cuMemAlloc(&buffer, 4096));
@@ -342,6 +349,19 @@ int main(int argc, char **argv) {
         }
         check("a", launch_from_a(quick));
         launch_from_b(instant_oob);
+        usleep(50000);
+        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+    }
+    if (!strcmp(scenario, "twin_sites_a") || !strcmp(scenario, "twin_sites_b")) {
+        /* #1 upload, then one kernel launched from paths a and b in turn, from one place each
+         * in this loop, until a launch fails: twin_a's 151st execution (#152, from a) or
+         * twin_b's 152nd (#153, from b) faults. The culprit's stack must be its own path's,
+         * among 150 launches of the same kernel from the twin path (whatever reuses stacks
+         * between launches, as the unmerged launch-site experiment did, must tell them apart). */
+        CUfunction twin = !strcmp(scenario, "twin_sites_a") ? twin_a : twin_b;
+        for (int i = 0; i < 100; i++) {
+            if (launch_from_a(twin) != 0 || launch_from_b(twin) != 0) break;
+        }
         usleep(50000);
         return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
     }

@@ -174,6 +174,36 @@ fn launch_stacks_of_twin_call_paths_are_not_mixed_up() {
 }
 
 #[test]
+fn launch_stacks_of_one_kernel_from_twin_call_paths_are_their_own() {
+    // One kernel launched from twin callers a and b in turn (same frame sizes, same depth),
+    // until its 151st execution (from a) or 152nd (from b) faults: the culprit's stack names
+    // its own caller, never the twin's.
+    for (scenario, kernel, seq, own, other) in [
+        (
+            "twin_sites_a",
+            "twin_a",
+            152,
+            "launch_from_a",
+            "launch_from_b",
+        ),
+        (
+            "twin_sites_b",
+            "twin_b",
+            153,
+            "launch_from_b",
+            "launch_from_a",
+        ),
+    ] {
+        let r = run(&scenarios(), &[scenario], true, &[]);
+        assert_eq!(r.printed("sync_rc"), "700", "{}", r.stderr);
+        assert_culprit(&r, kernel, seq, "exact");
+        let f = r.culprit_functions();
+        assert!(f.iter().any(|n| n == own), "{scenario}: {f:?}");
+        assert!(!f.iter().any(|n| n == other), "{scenario}: {f:?}");
+    }
+}
+
+#[test]
 fn fault_on_a_side_stream_reported_by_another_streams_sync() {
     let r = run(&scenarios(), &["side_stream"], true, &[]);
     assert_eq!(r.printed("sync_rc"), "700");

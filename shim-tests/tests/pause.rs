@@ -23,17 +23,11 @@ fn count_run(a: &str, b: &str) -> (Option<(u64, u64)>, String) {
     let Some(line) = stderr.lines().find(|l| l.starts_with("cudablame stats:")) else {
         return (None, stdout);
     };
-    let number_after = |key: &str| -> u64 {
-        let at = line.find(key).unwrap_or_else(|| panic!("{key} in {line}")) + key.len();
-        line[at..]
-            .split(|c: char| !c.is_ascii_digit())
-            .find(|w| !w.is_empty())
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
     (
-        Some((number_after("cudablame stats: "), number_after("marked "))),
+        Some((
+            number_after(line, "cudablame stats: "),
+            number_after(line, "marked "),
+        )),
         stdout,
     )
 }

@@ -294,17 +294,7 @@ fn python_off_gives_empty_python_stacks() {
 /// Bytes of native stack copied per op, from the `cudablame stats:` line of `r`
 /// (`native stack copy N for B bytes`).
 fn copied_bytes(r: &Run) -> u64 {
-    let line = r
-        .stderr
-        .lines()
-        .find(|l| l.starts_with("cudablame stats:"))
-        .unwrap_or_else(|| panic!("no stats line:\n{}", r.stderr));
-    let after = line.split(" for ").nth(1).unwrap_or_default();
-    after
-        .split(' ')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no copied bytes in {line}"))
+    number_after(r.stats_line(), " for ")
 }
 
 /// Where launches carry Python frames the native stack copy is 4 KiB by default (the Python

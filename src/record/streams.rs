@@ -53,17 +53,20 @@ impl StreamId {
     }
 }
 
-/// Everything cudablame knows of one stream.
+/// Everything cudablame knows of one stream. Laid out in declaration order (`repr(C)`): what every
+/// op reads or writes first, so that with the `Arc`'s counts and the ring's own first fields
+/// (`Ring`) it spans four cache lines.
+#[repr(C)]
 pub(crate) struct StreamState {
-    pub(crate) id: StreamId,
-    pub(crate) context: usize,
-    pub(crate) device: i32,
-    pub(crate) ops: Mutex<Ring>,
     /// Sequence number of the last op issued (mirror of the ring's, readable without the lock).
     pub(crate) issued: AtomicU64,
     /// Highest sequence number proven complete by a successful synchronization on the host.
     pub(crate) host_completed: AtomicU64,
+    pub(crate) context: usize,
+    pub(crate) device: i32,
+    pub(crate) id: StreamId,
     pub(crate) marker: Option<Marker>,
+    pub(crate) ops: Mutex<Ring>,
     /// Work cudablame could not record went onto this stream (an entry point it does not record:
     /// `cuLaunchHostFunc`, `cuMemsetD2D*`, ...): the sequence number of the last op issued before
     /// it, plus one (0: never). The report cannot call a verdict on this stream exact while that

@@ -108,9 +108,15 @@ fn attribute_value(attrib: c_int) -> c_int {
     }
 }
 
-/// Whether stream memory operations are available (`FAKE_CUDA_NO_STREAM_MEMOPS` unset / 0).
+/// Whether stream memory operations are available (`FAKE_CUDA_NO_STREAM_MEMOPS` unset / 0),
+/// read once: the environment scan is asked on every marker write, and an uncached `getenv`
+/// there was most of what the "marker" phase of the shim's `CUDABLAME_STATS` measured against
+/// the simulated driver.
 pub fn stream_memops_supported() -> bool {
-    !std::env::var("FAKE_CUDA_NO_STREAM_MEMOPS").is_ok_and(|v| !v.is_empty() && v != "0")
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        !std::env::var("FAKE_CUDA_NO_STREAM_MEMOPS").is_ok_and(|v| !v.is_empty() && v != "0")
+    })
 }
 
 /// `cuDeviceGetAttribute(int*, CUdevice_attribute, CUdevice)`.

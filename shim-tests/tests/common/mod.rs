@@ -186,6 +186,28 @@ impl Run {
     pub fn printed(&self, key: &str) -> String {
         printed(&self.stdout, key)
     }
+
+    /// The `cudablame stats:` line on stderr (`CUDABLAME_STATS=on`, `record::cost::line`).
+    pub fn stats_line(&self) -> &str {
+        (self.stderr.lines())
+            .find(|l| l.starts_with("cudablame stats:"))
+            .unwrap_or_else(|| panic!("no stats line:\n{}", self.stderr))
+    }
+}
+
+/// The number right after `key` in a line (a stats line's `marked N`).
+pub fn number_after(line: &str, key: &str) -> u64 {
+    let at = line
+        .find(key)
+        .unwrap_or_else(|| panic!("no {key:?} in {line}"))
+        + key.len();
+    let digits: String = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after {key:?} in {line}"))
 }
 
 /// The value of the `key=value` line in `stdout` (a test program's output), trimmed.
