@@ -2,7 +2,7 @@
 //! `cuLibraryGetKernel`), else the driver's answer at first launch (`cuFuncGetName`, then
 //! `cuKernelGetName`). Kept because the driver does not always answer after a sticky error (on the
 //! H200 functions of a module loaded with `cuModuleLoadData` came back unnamed). Per launch this
-//! costs a compare with the thread's last kernel, else one thread-local set lookup.
+//! costs a compare in a thread-local table of recent kernels, else one thread-local set lookup.
 
 use crate::real::Driver;
 use crate::safety::lock::RwLock;
@@ -35,10 +35,17 @@ type Fast = BuildHasherDefault<AddressHasher>;
 /// Resettable: a forked child drops it without taking its lock (`safety::Resettable`).
 static NAMES: Resettable<RwLock<HashMap<usize, Option<String>, Fast>>> = Resettable::new();
 
-/// The kernel handles this thread has named (or found named), with the last one apart: a loop
-/// launching one kernel costs a compare per launch, not a set lookup.
+/// Slots of [`Seen::recent`] (a power of two): 4 KiB, more than the kernels a training step
+/// launches.
+const RECENT_HANDLES: usize = 512;
+
+/// The kernel handles this thread has named (or found named), with the recent ones in a
+/// direct-mapped table in front of the set: a launch of a kernel this thread launched before
+/// costs one compare in one cache line, not a set lookup (two lines: control bytes and bucket).
+/// A PyTorch step cycles through a few hundred kernels, so the set's lines were cold at most
+/// launches.
 struct Seen {
-    last: Cell<usize>,
+    recent: [Cell<usize>; RECENT_HANDLES],
     all: RefCell<HashSet<usize, Fast>>,
 }
 
@@ -46,7 +53,7 @@ per_thread! {
     /// This thread's [`Seen`], dropped at thread exit by a key destructor (no thread-local
     /// destructor: `safety::PerThread`).
     static SEEN: Seen = || Seen {
-        last: Cell::new(0),
+        recent: [const { Cell::new(0) }; RECENT_HANDLES],
         all: RefCell::new(HashSet::with_hasher(BuildHasherDefault::new())),
     };
 }
@@ -56,10 +63,11 @@ per_thread! {
 #[inline]
 fn first_sight(handle: usize) -> bool {
     SEEN.with(|s| {
-        if s.last.get() == handle && handle != 0 {
+        let slot = &s.recent[(handle.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) % RECENT_HANDLES];
+        if slot.get() == handle && handle != 0 {
             return false;
         }
-        s.last.set(handle);
+        slot.set(handle);
         s.all
             .try_borrow_mut()
             .map_or(true, |mut all| all.insert(handle))
@@ -113,7 +121,7 @@ pub(crate) fn name(driver: Option<&Driver>, handle: usize) -> Option<String> {
 pub(crate) fn clear() {
     NAMES.reset_in_child();
     let _ = SEEN.if_made(|s| {
-        s.last.set(0);
+        s.recent.iter().for_each(|c| c.set(0));
         s.all.replace(HashSet::default());
     });
 }
