@@ -252,6 +252,9 @@ fn unwritable_report_paths_get_one_line() {
                 "{}",
                 lines[0]
             );
+            // The OS's reason, not the temporary file's name (`at path ".../.cudablame-XXXXXX
+            // .json.tmp"` before).
+            assert!(!lines[0].contains(".cudablame-"), "{}", lines[0]);
             assert!(
                 r.stderr.contains("culprit [Exact]"),
                 "the text report still comes: {}",

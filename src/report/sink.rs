@@ -129,7 +129,8 @@ pub(crate) fn write_new(
         .prefix(".cudablame-")
         .suffix(".json.tmp")
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-        .tempfile_in(&dir)?;
+        .tempfile_in(&dir)
+        .map_err(|e| std::io::Error::new(e.kind(), cudablame_report::pattern::os_reason(&e)))?;
     tmp.as_file_mut().write_all(&content)?;
     tmp.as_file().sync_all()?;
     let stem = target

@@ -95,17 +95,8 @@ fn check_report_folder(pattern: &str) -> Result<(), String> {
             } else {
                 dir.display().to_string()
             };
-            // The OS's words, without tempfile's probe file name (tempfile wraps the OS error
-            // in one that names the path: its source is the OS error).
-            let os = e.raw_os_error().or_else(|| {
-                e.get_ref()
-                    .and_then(|r| r.source())
-                    .and_then(|s| s.downcast_ref::<std::io::Error>())
-                    .and_then(std::io::Error::raw_os_error)
-            });
-            let why = os.map_or(e.kind().to_string(), |c| {
-                std::io::Error::from_raw_os_error(c).to_string()
-            });
+            // The OS's words, without tempfile's probe file name.
+            let why = cudablame_report::pattern::os_reason(&e);
             format!("cannot write in {name}: {why}")
         })
 }

@@ -85,6 +85,18 @@ pub fn rank_from(get: impl Fn(&str) -> Option<String>) -> u32 {
         .unwrap_or(0)
 }
 
+/// Why a report file (or a probe file beside it) could not be created, in the operating system's
+/// words: `tempfile`, with which both the library and the command create them, appends the
+/// temporary file's own name (`{os error} at path "DIR/.cudablame-XXXXXX.json.tmp"`: its
+/// `PathError`, whose source it does not expose), an internal detail that would only confuse.
+pub fn os_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at path \"") {
+        Some(cut) => text[..cut].to_string(),
+        None => text,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +140,18 @@ mod tests {
         assert_eq!(escape_problem("r-%h-%p-%r-%%.json"), None);
         assert!(escape_problem("a-%q").unwrap().contains("%q"));
         assert!(escape_problem("a-%").unwrap().contains("lone"));
+    }
+
+    #[test]
+    fn the_reason_keeps_the_os_words_and_drops_the_temporary_name() {
+        let dir = std::env::temp_dir().join("cudablame-no-such-folder-4711");
+        let e = tempfile::Builder::new()
+            .prefix(".cudablame-")
+            .tempfile_in(&dir)
+            .expect_err("no such folder");
+        assert!(e.to_string().contains(".cudablame-"), "{e}");
+        assert_eq!(os_reason(&e), "No such file or directory (os error 2)");
+        let plain = std::io::Error::from_raw_os_error(13);
+        assert_eq!(os_reason(&plain), plain.to_string());
     }
 }
