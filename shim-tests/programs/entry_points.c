@@ -120,6 +120,8 @@ typedef void *CUmemoryPool_;
     X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))                                \
     X(cuLibraryGetKernel, (CUkernel *, CUlibrary, const char *))                                  \
     X(cuKernelGetFunction, (CUfunction *, CUkernel))                                              \
+    X(cuStreamBeginCapture, (CUstream))                                                           \
+    X(cuStreamBeginCapture_ptsz, (CUstream))                                                      \
     X(cuStreamBeginCapture_v2, (CUstream, CUstreamCaptureMode))                                   \
     X(cuStreamBeginCapture_v2_ptsz, (CUstream, CUstreamCaptureMode))                              \
     X(cuStreamBeginCaptureToGraph, (CUstream, CUgraph, const CUgraphNode *, const void *, size_t, \
@@ -251,8 +253,11 @@ static void *resolve(const char *name) {
         p = dlsym(RTLD_DEFAULT, name);
     } else {
         CUdriverProcAddressQueryResult status = 0;
-        /* 12080: every exported name resolves to itself (13000 maps cuCtxSynchronize to _v2). */
-        if (gpa(name, &p, 12080, 0, &status) != CUDA_SUCCESS) p = NULL;
+        /* 12080: every exported name resolves to itself (13000 maps cuCtxSynchronize to _v2),
+         * but cuStreamBeginCapture, whose CUDA 10.0 ABI only a version below 10010 gets. */
+        int v1 = !strcmp(name, "cuStreamBeginCapture") || !strcmp(name, "cuStreamBeginCapture_ptsz");
+        int version = v1 ? 10000 : 12080;
+        if (gpa(name, &p, version, 0, &status) != CUDA_SUCCESS) p = NULL;
     }
     const char *module = "-";
     Dl_info info;
@@ -557,6 +562,20 @@ int main(int argc, char **argv) {
     CALL(cuStreamEndCapture, sn, &g3);
     CALL(cuStreamEndCapture, sn, &g3);
     CALL(cuStreamBeginCapture_v2, (CUstream)0x1234, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    /* The CUDA 10.0 ABI (global mode): its launches, and no marker, are the graph's nodes. */
+    CALL(cuStreamBeginCapture, s);
+    CALL(cuLaunchKernel, quick, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
+    CALL(cuLaunchKernel, quick, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
+    CALL(cuStreamEndCapture, s, &g3);
+    nodes = 0;
+    CALL(cuGraphGetNodes, g3, NULL, &nodes);
+    OUT("graph_v1_nodes", "%zu", nodes);
+    CALL(cuStreamBeginCapture_ptsz, NULL);
+    CALL(cuLaunchKernel_ptsz, quick, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
+    CALL(cuStreamEndCapture_ptsz, NULL, &g3);
+    nodes = 0;
+    CALL(cuGraphGetNodes, g3, NULL, &nodes);
+    OUT("graph_v1_ptsz_nodes", "%zu", nodes);
     CALL(cuStreamBeginCaptureToGraph, s, g, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL);
     CALL(cuStreamBeginCaptureToGraph_ptsz, NULL, g, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL);
 

@@ -52,3 +52,36 @@ fn the_capture_scenario_stays_valid_with_and_without_markers() {
         assert_eq!(r.culprit()["kernel"], "oob_write");
     }
 }
+
+/// A capture that cudablame's capture count could miss: begun through the CUDA 10.0 ABI
+/// (`cuStreamBeginCapture`, `_ptsz`: no mode argument, what `cuGetProcAddress` gives below
+/// 10010), or begun while a benchmark had paused cudablame and resumed before the launches. The
+/// graph must hold exactly the program's 3 kernels, as without cudablame (a progress marker
+/// written into it was a fourth node), and the fault after it is still reported.
+#[test]
+fn a_capture_begun_by_the_old_abi_or_while_paused_gets_no_marker() {
+    let prog = compile("capture_abi", true);
+    for mode in ["v1", "v1_ptsz", "paused"] {
+        for markers in ["every", "budget"] {
+            let without = run(&prog, &[mode], false, &[]);
+            assert_eq!(
+                without.printed("graph_nodes"),
+                "3",
+                "{mode}: {}",
+                without.stdout
+            );
+            let r = run(&prog, &[mode], true, &[("CUDABLAME_MARKERS", markers)]);
+            assert_eq!(
+                r.stdout, without.stdout,
+                "{mode}, markers {markers}: {}",
+                r.stderr
+            );
+            assert_eq!(r.code, without.code, "{mode}, markers {markers}");
+            assert_eq!(
+                r.culprit()["kernel"],
+                "oob_write",
+                "{mode}, markers {markers}"
+            );
+        }
+    }
+}

@@ -244,6 +244,12 @@ macro_rules! for_each_entry_point {
                 => alias_handle(function, kernel);
 
             // ---- stream life and capture: keep the rings honest ----
+            // The CUDA 10.0 ABI (no mode; what `cuGetProcAddress` gives for a version below
+            // 10010): a capture begun through it must raise the capture count too, or the next
+            // launch's progress marker becomes a node of the program's graph.
+            [cuStreamBeginCapture: legacy, cuStreamBeginCapture_ptsz: per_thread]
+                (stream: CUstream)
+                => begin_capture(stream);
             [cuStreamBeginCapture_v2: legacy, cuStreamBeginCapture_v2_ptsz: per_thread]
                 (stream: CUstream, mode: CUstreamCaptureMode)
                 => begin_capture(stream);
@@ -312,6 +318,22 @@ macro_rules! define_entry_point_enum {
 for_each_entry_point!(define_entry_point_enum);
 
 impl EntryPoint {
+    /// Whether this entry point begins or ends a stream capture (kept track of even while
+    /// paused: `interpose::hook`).
+    pub(crate) fn begins_or_ends_capture(self) -> bool {
+        matches!(
+            self,
+            EntryPoint::cuStreamBeginCapture
+                | EntryPoint::cuStreamBeginCapture_ptsz
+                | EntryPoint::cuStreamBeginCapture_v2
+                | EntryPoint::cuStreamBeginCapture_v2_ptsz
+                | EntryPoint::cuStreamBeginCaptureToGraph
+                | EntryPoint::cuStreamBeginCaptureToGraph_ptsz
+                | EntryPoint::cuStreamEndCapture
+                | EntryPoint::cuStreamEndCapture_ptsz
+        )
+    }
+
     /// The exported symbol name, e.g. `"cuMemcpyDtoH_v2"`.
     pub(crate) fn name(self) -> &'static str {
         // Names are ASCII identifiers.

@@ -55,9 +55,11 @@ pub(crate) fn hook(
         return CUDA_ERROR_NOT_INITIALIZED;
     }
     let real_call = || call_real(real);
-    // Paused by a benchmark (`cudablame_pause`): the driver's call alone, as when disabled.
+    // Paused by a benchmark (`cudablame_pause`): the driver's call alone, as when disabled;
+    // except that a capture's begin and end still keep the capture count, or after resuming the
+    // capturing stream's next launch would get a progress marker inside the program's graph.
     if crate::safety::disabled()
-        || pause::paused()
+        || (pause::paused() && !ep.begins_or_ends_capture())
         || !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false)
     {
         return real_call();

@@ -6,7 +6,8 @@
 //! (Python: `getattr(ctypes.CDLL(None), "cudablame_pause", None)`); absent without the shim.
 //!
 //! While paused, every hooked driver call goes straight to the driver before any of cudablame's
-//! work ([`super::hook`]): nothing is recorded, no progress marker is written, and an error code
+//! work ([`super::hook`]; a capture's begin and end still keep the capture count, so that a launch
+//! into a capture begun while paused gets no marker after resuming): nothing is recorded, no progress marker is written, and an error code
 //! that comes back then gets no report. Resuming starts recording again with the next call; an op
 //! enqueued while paused is unknown to blame (it is in no ring), so once paused, no verdict of the
 //! process is `exact` any more: the culprit may be work enqueued then
