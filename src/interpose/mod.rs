@@ -55,13 +55,22 @@ pub(crate) fn hook(
         return CUDA_ERROR_NOT_INITIALIZED;
     }
     let real_call = || call_real(real);
-    // Paused by a benchmark (`cudablame_pause`): the driver's call alone, as when disabled;
-    // except that a capture's begin and end still keep the capture count, or after resuming the
-    // capturing stream's next launch would get a progress marker inside the program's graph.
-    if crate::safety::disabled()
-        || (pause::paused() && !ep.begins_or_ends_capture())
-        || !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false)
-    {
+    if crate::safety::disabled() {
+        return real_call();
+    }
+    // Paused by a benchmark (`cudablame_pause`): the driver's call alone, except a capture's
+    // begin and end, which still keep the capture count: else, after resuming, the capturing
+    // stream's next launch would get a progress marker inside the program's graph. (Telling
+    // them apart costs the paused path one `describe`, a few stores.)
+    let mut describe = Some(describe);
+    let mut described = None;
+    if pause::paused() {
+        match describe.take().and_then(crate::safety::guarded) {
+            Some(call) if call.begins_or_ends_capture() => described = Some(call),
+            _ => return real_call(),
+        }
+    }
+    if !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false) {
         return real_call();
     }
     crate::safety::register_fork_handler(after_fork_in_child);
@@ -72,12 +81,19 @@ pub(crate) fn hook(
         }
     }
     let _leave = Leave;
-    let describe = || {
-        crate::config::test_panic(crate::config::PanicPoint::Describe);
-        describe()
-    };
-    let Some(call) = crate::safety::guarded(describe) else {
-        return real_call();
+    let call = match (described, describe) {
+        (Some(call), _) => call,
+        (None, Some(describe)) => {
+            let describe = || {
+                crate::config::test_panic(crate::config::PanicPoint::Describe);
+                describe()
+            };
+            match crate::safety::guarded(describe) {
+                Some(call) => call,
+                None => return real_call(),
+            }
+        }
+        (None, None) => return real_call(),
     };
     let (rc, unrecorded) = match call {
         Call::Enqueue(launch) => record::enqueue(ep, launch, entry, real_call),

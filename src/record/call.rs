@@ -307,6 +307,12 @@ impl Call {
         }
     }
 
+    /// Whether the call begins or ends a stream capture (kept track of even while paused:
+    /// `interpose::hook`).
+    pub(crate) fn begins_or_ends_capture(&self) -> bool {
+        matches!(self, Call::BeginCapture { .. } | Call::EndCapture { .. })
+    }
+
     /// The stream this call concerns, as a raw handle (`Some(0)` = the variant's default stream).
     pub(crate) fn stream(&self) -> Option<usize> {
         match *self {
