@@ -16,3 +16,4 @@ cp /tmp/o1/gpu-check.log $L/cxx-check.log 2>/dev/null; cp /tmp/o2/gpu-check.log 
 for f in $L/*.hang /tmp/b1/work/logs/*.hang /tmp/b2/work/logs/*.hang; do [ -f "$f" ] && cp "$f" $L/; done 2>/dev/null
 tar czf $OUT/logs.tgz -C /tmp logs
 cat $L/times.txt; grep -h "passed" $L/*.log; grep -h "^FAIL" $L/*.log
+python3 scripts/gpu-verdicts.py $L/cxx-check.log $L/py-check.log | tee $L/verdicts.txt
