@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cuda_min.h"
+#include "check.h"
 
 static const char *MODULE =
     "// fake: fill\n"
@@ -41,13 +42,6 @@ static const char *HEALTHY =
     "// fake: check_kernel delay_us=200000\n";
 
 static CUfunction fill, quick, spin, check_kernel, bad_kernel, nccl;
-
-static void check(const char *what, CUresult rc) {
-    if (rc != 0) {
-        printf("setup_failed=%s rc=%u\n", what, rc);
-        exit(3);
-    }
-}
 
 static CUresult launch(CUfunction f, CUstream s) {
     return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL);

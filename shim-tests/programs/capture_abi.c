@@ -10,18 +10,12 @@
 #define _GNU_SOURCE
 #define CUDA_MIN_NO_API_MACROS
 #include "cuda_min.h"
+#include "check.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void check(const char *what, CUresult rc) {
-    if (rc != CUDA_SUCCESS) {
-        printf("failed=%s rc=%u\n", what, rc);
-        exit(3);
-    }
-}
 
 int main(int argc, char **argv) {
     if (argc < 2 || (strcmp(argv[1], "v1") && strcmp(argv[1], "v1_ptsz") &&

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cuda_min.h"
+#include "check.h"
 
 const char *cudaGetErrorString(int error);
 const char *cudaGetErrorName(int error);
@@ -20,13 +21,6 @@ static const char *MODULE =
     "// fake: fill\n"
     "// fake: assert_kernel fault=710 assert=i<n delay_us=20000\n"
     "// fake: slow_kernel fault=702 delay_us=20000\n";
-
-static void check(const char *what, CUresult rc) {
-    if (rc != 0) {
-        printf("setup_failed=%s rc=%u\n", what, rc);
-        exit(3);
-    }
-}
 
 static PFN_cuGetErrorString get_error_string;
 

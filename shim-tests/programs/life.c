@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #define CUDA_MIN_NO_API_MACROS
 #include "cuda_min.h"
+#include "check.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -64,13 +65,6 @@ static const char *MODULE =
     "// fake: slow delay_us=50000\n"
     "// fake: oob fault=700 delay_us=1000\n"
     "// fake: instant_oob fault=700\n";
-
-static void check(const char *what, CUresult rc) {
-    if (rc != CUDA_SUCCESS) {
-        printf("setup_failed=%s rc=%u\n", what, rc);
-        exit(3);
-    }
-}
 
 static long tid(void) { return syscall(SYS_gettid); }
 

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #define CUDA_MIN_NO_API_MACROS
 #include "cuda_min.h"
+#include "check.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -35,13 +36,6 @@ static long rss_kb(const char *key) {
         if (!strncmp(line, key, n)) v = atol(line + n);
     if (f) fclose(f);
     return v;
-}
-
-static void check(const char *what, CUresult rc) {
-    if (rc != CUDA_SUCCESS) {
-        printf("setup_failed=%s rc=%u\n", what, rc);
-        exit(3);
-    }
 }
 
 static void *body(void *arg) {

@@ -14,18 +14,12 @@
 #define _GNU_SOURCE
 #define CUDA_MIN_NO_API_MACROS
 #include "cuda_min.h"
+#include "check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static void check(const char *what, CUresult rc) {
-    if (rc != CUDA_SUCCESS) {
-        printf("failed=%s rc=%u\n", what, rc);
-        exit(3);
-    }
-}
 
 int main(int argc, char **argv) {
     if (argc < 3 || (strcmp(argv[1], "loop") && strcmp(argv[1], "gaps") && strcmp(argv[1], "inline")) ||

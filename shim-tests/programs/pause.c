@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #define CUDA_MIN_NO_API_MACROS
 #include "cuda_min.h"
+#include "check.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -26,13 +27,6 @@
 #include <string.h>
 
 static int (*pause_fn)(int);
-
-static void check(const char *what, CUresult rc) {
-    if (rc != CUDA_SUCCESS) {
-        printf("failed=%s rc=%u\n", what, rc);
-        exit(3);
-    }
-}
 
 /* Pauses (1) or resumes (0) when the switch exists; prints what it returned under `key`. */
 static void set_paused(const char *key, int paused) {

@@ -17,18 +17,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "cuda_min.h"
+#include "check.h"
 
 static const char *MODULE = "// fake: fill\n// fake: bad_kernel fault=700\n";
 
 volatile int ctor_entered = 0;
 CUcontext loader_ctx;
-
-static void check(const char *what, CUresult rc) {
-    if (rc != 0) {
-        printf("setup_failed=%s rc=%u\n", what, rc);
-        exit(3);
-    }
-}
 
 static void *loader(void *path) {
     void *h = dlopen((const char *)path, RTLD_NOW | RTLD_LOCAL);
