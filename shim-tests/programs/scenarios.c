@@ -329,6 +329,36 @@ int main(int argc, char **argv) {
         launch_bad_kernel(oob_write, NULL);
         return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
     }
+    if (!strcmp(scenario, "destroyed_streams_synced") ||
+        !strcmp(scenario, "destroyed_streams_unsynced")) {
+        /* 80 non-blocking streams, each destroyed right after 25 slow kernels (0.5 s) were
+         * launched on it (more than cudablame keeps on its list of destroyed streams with
+         * possibly unfinished work); in _synced a successful context synchronization then proves
+         * all their work complete. #1 upload, #2 oob_write (culprit) on the legacy stream. */
+        for (int i = 0; i < 80; i++) {
+            CUstream s;
+            check("stream", p_cuStreamCreate(&s, 1));
+            for (int k = 0; k < 25; k++) check("slow launch", launch(slow, 1, 32, s));
+            check("destroy", p_cuStreamDestroy(s));
+        }
+        if (!strcmp(scenario, "destroyed_streams_synced")) check("sync", p_cuCtxSynchronize(NULL));
+        launch_bad_kernel(oob_write, NULL);
+        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+    }
+    if (!strcmp(scenario, "destroyed_streams_done")) {
+        /* 80 non-blocking streams, each destroyed right after 10 quick kernels were launched on
+         * it; 50 ms later (no synchronization) their work has long completed. #1 upload, #2
+         * oob_write (culprit) on the legacy stream. */
+        for (int i = 0; i < 80; i++) {
+            CUstream s;
+            check("stream", p_cuStreamCreate(&s, 1));
+            for (int k = 0; k < 10; k++) check("quick launch", launch(quick, 1, 32, s));
+            check("destroy", p_cuStreamDestroy(s));
+        }
+        usleep(50000);
+        launch_bad_kernel(oob_write, NULL);
+        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+    }
     if (!strcmp(scenario, "run_ahead")) {
         /* Long run-ahead: #1 upload, #2 hold (4 s), #3 oob_write (culprit), then 100,000 quick
          * launches are enqueued behind it before it even starts: far more than the ring keeps.

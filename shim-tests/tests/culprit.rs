@@ -143,6 +143,47 @@ fn a_destroyed_stream_is_never_passed_back_to_the_driver() {
 }
 
 #[test]
+fn a_context_synchronization_proves_the_work_of_forgotten_destroyed_streams() {
+    // 80 streams destroyed with a slow kernel still queued: past the 64 destroyed streams kept,
+    // the rest are only counted, and that count keeps later verdicts of the context below
+    // `exact`. A successful cuCtxSynchronize proves their work complete (it waits for all the
+    // context's preceding work); it left every later verdict of the process `likely` ("80
+    // destroyed stream(s) ... are no longer kept").
+    let r = run(&scenarios(), &["destroyed_streams_synced"], true, &[]);
+    assert_eq!(r.printed("sync_rc"), "700", "{}", r.stderr);
+    assert_culprit(&r, "oob_write", 2, "exact");
+    // Without the synchronization their work may still be running: not exact, and said why.
+    let r = run(&scenarios(), &["destroyed_streams_unsynced"], true, &[]);
+    assert_eq!(r.printed("sync_rc"), "700", "{}", r.stderr);
+    let c = &r.report()["culprit"];
+    assert_ne!(c["confidence"], "exact", "{}", r.stderr);
+    assert!(
+        c["reason"]
+            .as_str()
+            .is_some_and(|w| w.contains("destroyed stream(s)")),
+        "{}",
+        c["reason"]
+    );
+}
+
+#[test]
+fn a_destroyed_streams_finished_work_is_proven_by_a_marker_written_before_destruction() {
+    // 80 streams, each destroyed right after 10 quick kernels, all long complete when the
+    // culprit faults; no synchronization. With the default sparse markers the last of those
+    // kernels had no marker behind them, so each destroyed stream stayed "possibly unfinished"
+    // forever: the culprit was `likely`, "16 destroyed stream(s) ... are no longer kept". The
+    // hook now marks a recorded stream's tail before cuStreamDestroy (its handle still valid).
+    let r = run(
+        &scenarios(),
+        &["destroyed_streams_done"],
+        true,
+        &[("CUDABLAME_MARKERS", "budget")],
+    );
+    assert_eq!(r.printed("sync_rc"), "700", "{}", r.stderr);
+    assert_culprit(&r, "oob_write", 2, "exact");
+}
+
+#[test]
 fn long_run_ahead_never_loses_the_culprit() {
     // 100,000 launches queued behind the culprit, with the default ring of 256 ops and 32 stack
     // copies: the first op the markers do not prove complete is kept, with its launch stack.

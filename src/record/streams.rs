@@ -290,6 +290,17 @@ pub(crate) fn find(driver: &Driver, id: StreamId) -> Option<Arc<StreamState>> {
     TABLE.get().read().live.get(&(context, id)).cloned()
 }
 
+/// The live state of stream handle `id` if ops were recorded on it, asking the driver nothing
+/// (its context as remembered when they were).
+pub(crate) fn find_recorded(id: StreamId) -> Option<Arc<StreamState>> {
+    let StreamId::Handle(h) = id else {
+        return None;
+    };
+    let t = TABLE.get().read();
+    let context = *t.handles.get(&h)?;
+    t.live.get(&(context, id)).cloned()
+}
+
 /// Every live (not destroyed) stream known.
 pub(crate) fn live() -> Vec<Arc<StreamState>> {
     TABLE.get().read().live.values().cloned().collect()
@@ -379,6 +390,22 @@ pub(crate) fn dropped_unfinished(context: usize) -> u64 {
         .get(&context)
         .copied()
         .unwrap_or(0)
+}
+
+/// Forgets `n` of the destroyed streams of `context` counted by [`dropped_unfinished`]: a
+/// successful context synchronization that began when they were counted proved their work
+/// complete (`cuCtxSynchronize` waits for all the context's preceding work).
+pub(crate) fn forget_dropped_unfinished(context: usize, n: u64) {
+    if n == 0 {
+        return;
+    }
+    let mut t = TABLE.get().write();
+    if let Some(left) = t.dropped_unfinished.get_mut(&context) {
+        *left = left.saturating_sub(n);
+        if *left == 0 {
+            t.dropped_unfinished.remove(&context);
+        }
+    }
 }
 
 impl StreamState {

@@ -82,8 +82,10 @@ fn mark_tail(driver: &'static real::Driver, s: &StreamState) {
 }
 
 /// What a call must remember before the real call: the streams a synchronization waits for and
-/// how many ops each had issued; the context a primary-context release or reset may destroy.
-pub(crate) struct SyncMark(Vec<(std::sync::Arc<StreamState>, u64)>, usize);
+/// how many ops each had issued; the context a primary-context release or reset may destroy, or
+/// the one a context synchronization waits for, with its count of destroyed streams forgotten
+/// with possibly unfinished work ([`streams::dropped_unfinished`]) when it began.
+pub(crate) struct SyncMark(Vec<(std::sync::Arc<StreamState>, u64)>, usize, u64);
 
 /// Before a non-enqueueing call: note the streams a synchronization covers.
 pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
@@ -105,7 +107,7 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             if matches!(call, Call::SyncStream { .. }) && !is_query(ep) {
                 mark_tail(driver, &s);
             }
-            Some(SyncMark(vec![issued(s)], 0))
+            Some(SyncMark(vec![issued(s)], 0, 0))
         }
         Call::SyncContext { ctx } => {
             let ctx = if ctx != 0 {
@@ -122,7 +124,8 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
                     .filter(|s| s.context == ctx)
                     .map(issued)
                     .collect(),
-                0,
+                ctx,
+                streams::dropped_unfinished(ctx),
             ))
         }
         Call::BeginCapture { .. } => {
@@ -132,7 +135,20 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             None
         }
         Call::PrimaryContext { dev, .. } => {
-            Some(SyncMark(Vec::new(), driver.active_primary_context(dev)))
+            Some(SyncMark(Vec::new(), driver.active_primary_context(dev), 0))
+        }
+        Call::DestroyStream { stream } => {
+            // The last chance to prove a recorded stream's tail complete: the handle is still
+            // valid now (after the call it dangles), and nothing else will be enqueued on it.
+            // Without this marker its unmarked last ops stayed unfinished for blame forever,
+            // kept on the retired list (or only counted past it), so every later verdict of the
+            // context lost `exact`. A stream never recorded is not looked up (no driver call).
+            let id =
+                StreamId::resolve(stream, ep.per_thread_default(), crate::threads::thread_id());
+            if let Some(s) = streams::find_recorded(id) {
+                mark_tail(driver, &s);
+            }
+            None
         }
         _ => None,
     }
@@ -148,9 +164,14 @@ pub(crate) fn after(
     entry: &EntryRegs,
 ) {
     if rc == CUDA_SUCCESS {
-        if let Some(SyncMark(list, _)) = &mark {
+        if let Some(SyncMark(list, ctx, dropped)) = &mark {
             for &(ref s, n) in list {
                 s.host_completed.fetch_max(n, Ordering::AcqRel);
+            }
+            // The context's synchronization waited for the work of its destroyed streams that
+            // were only counted when it began (a destroyed stream gets no new work).
+            if matches!(call, Call::SyncContext { .. }) {
+                streams::forget_dropped_unfinished(*ctx, *dropped);
             }
         }
     }
