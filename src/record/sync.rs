@@ -145,8 +145,12 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             // context lost `exact`. A stream never recorded is not looked up (no driver call).
             let id =
                 StreamId::resolve(stream, ep.per_thread_default(), crate::threads::thread_id());
+            // Only in the stream's own context: a refused marker turns markers off for the
+            // process (`config::markers_failed`).
             if let Some(s) = streams::find_recorded(id) {
-                mark_tail(driver, &s);
+                if s.context == driver.current_context() {
+                    mark_tail(driver, &s);
+                }
             }
             None
         }
