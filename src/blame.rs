@@ -71,6 +71,9 @@ pub(crate) struct Verdict {
     pub(crate) one_of: u64,
     /// Why the verdict is not exact, in one line (`None` when it is).
     pub(crate) not_exact: Option<String>,
+    /// Work no ring holds that may hold the culprit, in one line (`cap_for_unseen_work`): the
+    /// window, however many ops it lists, is then not all that can have faulted.
+    pub(crate) beyond: Option<String>,
     /// A device-side assert's kernel matched the culprit's kernel.
     pub(crate) assert_matched: bool,
 }
@@ -424,6 +427,7 @@ pub(crate) fn judge_with(
             window: Vec::new(),
             one_of: 0,
             not_exact: Some("no recorded op was unfinished".into()),
+            beyond: None,
             assert_matched: false,
         };
     }
@@ -614,6 +618,7 @@ pub(crate) fn judge_with(
         window,
         one_of,
         not_exact,
+        beyond: None,
         assert_matched,
     }
 }
@@ -751,7 +756,8 @@ pub(crate) fn cap_for_unseen_work(
     }
     let why = why.join("; ");
     verdict.reason = format!("{}; not exact: {why}", verdict.reason);
-    verdict.not_exact.get_or_insert(why);
+    verdict.not_exact.get_or_insert(why.clone());
+    verdict.beyond = Some(why);
 }
 
 #[cfg(test)]

@@ -245,6 +245,37 @@ fn launch_stacks_of_one_kernel_from_twin_call_paths_are_their_own() {
 }
 
 #[test]
+fn a_window_that_may_not_hold_the_culprit_says_so() {
+    // 201 threads, one after another, each leaving an unproven tail on its per-thread stream
+    // and exiting; the 101st launched late_oob. Retired streams past the 64 kept are only
+    // counted, and the culprit's can be one of them: the verdict is never exact, and whether
+    // or not the window still holds late_oob, the report says that work it no longer holds
+    // may hold the culprit (it used to print "one of these 640 ops" without late_oob among
+    // them, the dropped streams named only at the end of the reason).
+    let r = run(
+        &scenarios(),
+        &["--ptds", "exited_threads"],
+        true,
+        &[("CUDABLAME_MARKERS", "budget")],
+    );
+    assert_eq!(r.printed("sync_rc"), "700");
+    let culprit = &r.report()["culprit"];
+    assert_ne!(culprit["confidence"], "exact", "{culprit}");
+    let beyond = culprit["beyond"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no beyond: {culprit}"));
+    assert!(
+        beyond.contains("destroyed stream(s) of the context with possibly unfinished work"),
+        "{beyond}"
+    );
+    assert!(
+        r.stderr.contains("or work cudablame does not hold: "),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
 fn fault_on_a_side_stream_reported_by_another_streams_sync() {
     let r = run(&scenarios(), &["side_stream"], true, &[]);
     assert_eq!(r.printed("sync_rc"), "700");

@@ -149,6 +149,12 @@ pub struct Culprit {
     /// 0 without progress markers.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub one_of: u64,
+    /// Work cudablame does not hold that may hold the culprit, in one line (work of an entry
+    /// point it does not record, destroyed streams no longer kept, work enqueued while it was
+    /// paused): then the window is not all that can have faulted. Absent otherwise, and in
+    /// reports written before this field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beyond: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -161,13 +167,14 @@ impl Culprit {
         self.confidence == Confidence::Likely && self.one_of > 1 && !self.window.is_empty()
     }
 
-    /// The verdict in words for one line: `exact`, `one of 4 ops, likely`, `likely`, `suspect`.
+    /// The verdict in words for one line: `exact`, `one of 4 ops, likely`, `one of 4 ops or
+    /// work not held, likely` (see `beyond`), `likely`, `suspect`.
     pub fn verdict(&self) -> String {
         let word = format!("{:?}", self.confidence).to_lowercase();
-        if self.is_one_of() {
-            format!("one of {} ops, {word}", self.one_of)
-        } else {
-            word
+        match (self.is_one_of(), &self.beyond) {
+            (true, None) => format!("one of {} ops, {word}", self.one_of),
+            (true, Some(_)) => format!("one of {} ops or work not held, {word}", self.one_of),
+            (false, _) => word,
         }
     }
 }

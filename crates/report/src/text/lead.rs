@@ -180,6 +180,15 @@ fn one_of(out: &mut String, r: &Report, confidence: &str) {
         "{:<10}one of these {} ops, in stream order ({on}; {confidence}: no progress marker between them)",
         "culprit:", c.one_of
     );
+    if let Some(beyond) = &c.beyond {
+        // The window is not all that can have faulted: say so before listing it.
+        let _ = writeln!(
+            out,
+            "{:<10}or work cudablame does not hold: {}",
+            "",
+            fit(beyond, 160)
+        );
+    }
     for w in c.window.iter().take(WINDOW_SHOWN) {
         let stream = if streams.len() > 1 {
             format!(" [stream {}]", w.stream)

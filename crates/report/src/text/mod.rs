@@ -283,7 +283,19 @@ mod tests {
         assert_eq!(json["culprit"]["confidence"], "likely");
         assert_eq!(json["culprit"]["window"][2]["unknown_ops"], 3);
         assert!(json["culprit"]["window"][0].get("unknown_ops").is_none());
+        assert!(json["culprit"].get("beyond").is_none());
         assert_eq!(sample().culprit.verdict(), "exact");
+        // Work cudablame does not hold may hold the culprit: said under the window's line, and
+        // in the one-line verdict.
+        r.culprit.beyond = Some("3 destroyed stream(s) ... are no longer kept".into());
+        let text = render(&r);
+        let lines: Vec<&str> = text.lines().skip(2).take(3).collect();
+        assert_eq!(
+            lines[1],
+            "          or work cudablame does not hold: 3 destroyed stream(s) ... are no longer kept"
+        );
+        assert_eq!(lines[2], "          #2 k2  launched: main at app.cu:10");
+        assert_eq!(r.culprit.verdict(), "one of 5 ops or work not held, likely");
     }
 
     #[test]
