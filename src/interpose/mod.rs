@@ -43,11 +43,12 @@ thread_local! {
 }
 
 /// Runs one hooked call: describe it, record around the real call, observe its result.
+/// `describe` reads only the call's arguments (so it is `Copy`, and calling it twice is cheap).
 #[inline]
 pub(crate) fn hook(
     ep: EntryPoint,
     entry: &crate::stack::EntryRegs,
-    describe: impl FnOnce() -> Call,
+    describe: impl FnOnce() -> Call + Copy,
     call_real: impl FnOnce(usize) -> CUresult,
 ) -> CUresult {
     let real = real_function(ep);
@@ -62,13 +63,10 @@ pub(crate) fn hook(
     // begin and end, which still keep the capture count: else, after resuming, the capturing
     // stream's next launch would get a progress marker inside the program's graph. (Telling
     // them apart costs the paused path one `describe`, a few stores.)
-    let mut describe = Some(describe);
-    let mut described = None;
-    if pause::paused() {
-        match describe.take().and_then(crate::safety::guarded) {
-            Some(call) if call.begins_or_ends_capture() => described = Some(call),
-            _ => return real_call(),
-        }
+    if pause::paused()
+        && !crate::safety::guarded(describe).is_some_and(|c| c.begins_or_ends_capture())
+    {
+        return real_call();
     }
     if !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false) {
         return real_call();
@@ -81,19 +79,12 @@ pub(crate) fn hook(
         }
     }
     let _leave = Leave;
-    let call = match (described, describe) {
-        (Some(call), _) => call,
-        (None, Some(describe)) => {
-            let describe = || {
-                crate::config::test_panic(crate::config::PanicPoint::Describe);
-                describe()
-            };
-            match crate::safety::guarded(describe) {
-                Some(call) => call,
-                None => return real_call(),
-            }
-        }
-        (None, None) => return real_call(),
+    let describe = || {
+        crate::config::test_panic(crate::config::PanicPoint::Describe);
+        describe()
+    };
+    let Some(call) = crate::safety::guarded(describe) else {
+        return real_call();
     };
     let (rc, unrecorded) = match call {
         Call::Enqueue(launch) => record::enqueue(ep, launch, entry, real_call),
