@@ -317,3 +317,39 @@ fn errors_the_running_op_need_not_have_caused_are_never_exact() {
     );
     assert_eq!(r.report()["culprit"]["confidence"], "exact");
 }
+
+/// An event's error is its own context's: `cuEventSynchronize` / `cuEventQuery` of context A's
+/// event, recorded behind A's faulting kernel, return A's sticky error while context B is
+/// current with one kernel still running. Before: `slow (op #1, exact)`, B's healthy kernel,
+/// because the verdict looked at the current context. cudablame does not know an event's
+/// context, so it judges every context's streams: never `exact` on B's kernel.
+#[test]
+fn an_event_of_another_context_never_blames_the_current_one() {
+    let program = compile("event_context", true);
+    for markers in ["every", "budget"] {
+        for mode in ["sync", "query"] {
+            let plain = run(&program, &[mode], false, &[]);
+            let r = run(&program, &[mode], true, &[("CUDABLAME_MARKERS", markers)]);
+            assert_eq!(plain.printed("event_rc"), "700", "{mode}: {}", plain.stdout);
+            assert_eq!(r.printed("event_rc"), "700", "{mode}: {}", r.stdout);
+            assert_eq!(r.code, plain.code, "{mode}");
+            let rep = r.report();
+            assert_eq!(rep["error"]["code"], 700, "{}", r.stderr);
+            let culprit = &rep["culprit"];
+            assert!(
+                culprit["confidence"] != "exact" || r.culprit()["kernel"] == "bad",
+                "{markers} {mode}: {}",
+                r.stderr
+            );
+            let window: Vec<&str> = (culprit["window"].as_array().into_iter().flatten())
+                .filter_map(|o| o["kernel"].as_str())
+                .collect();
+            assert!(
+                r.culprit()["kernel"] == "bad" || window.contains(&"bad"),
+                "{markers} {mode}: the culprit is not among the candidates:\n{}",
+                r.stderr
+            );
+            assert!(!r.stderr.contains("internal error"), "{}", r.stderr);
+        }
+    }
+}

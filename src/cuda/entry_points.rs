@@ -160,12 +160,13 @@ macro_rules! for_each_entry_point {
             [cuStreamQuery: legacy, cuStreamQuery_ptsz: per_thread]
                 (stream: CUstream)
                 => sync_stream(stream);
+            // An event's error is its own context's, which need not be the current one.
             [cuEventSynchronize: legacy]
                 (event: CUevent)
-                => observe();
+                => observe_event();
             [cuEventQuery: legacy]
                 (event: CUevent)
-                => observe();
+                => observe_event();
             [cuEventRecord: legacy, cuEventRecord_ptsz: per_thread]
                 (event: CUevent, stream: CUstream)
                 => observe_stream(stream);
@@ -176,9 +177,10 @@ macro_rules! for_each_entry_point {
             [cuLaunchHostFunc: legacy, cuLaunchHostFunc_ptsz: per_thread]
                 (stream: CUstream, func: *mut c_void, user_data: *mut c_void)
                 => unseen_work(stream);
+            // The event may be of another context than the stream (another device's).
             [cuStreamWaitEvent: legacy, cuStreamWaitEvent_ptsz: per_thread]
                 (stream: CUstream, event: CUevent, flags: c_uint)
-                => observe_stream(stream);
+                => observe_event_wait(stream);
 
             // ---- memory and modules: the usual places where a sticky error is noticed ----
             [cuMemAlloc_v2: legacy]

@@ -32,6 +32,14 @@ pub(crate) enum Call {
     Observe {
         stream: Option<usize>,
     },
+    /// A call that names an event (`cuEventSynchronize`, `cuEventQuery`, `cuStreamWaitEvent`):
+    /// only its error code matters, and that error may be the sticky error of the event's
+    /// context, which need not be the current one nor the stream's (an event of device 0 waited
+    /// for with device 1 current, or by a stream of device 1). cudablame does not know an
+    /// event's context, so the error's context is unknown: every context's streams are judged.
+    ObserveEvent {
+        stream: Option<usize>,
+    },
     /// `cuModuleGetFunction` / `cuLibraryGetKernel`: on success `*out` is a handle named `name`.
     NameHandle {
         out: usize,
@@ -258,6 +266,14 @@ impl Call {
             stream: Some(stream as usize),
         }
     }
+    pub(crate) fn observe_event() -> Call {
+        Call::ObserveEvent { stream: None }
+    }
+    pub(crate) fn observe_event_wait(stream: CUstream) -> Call {
+        Call::ObserveEvent {
+            stream: Some(stream as usize),
+        }
+    }
     pub(crate) fn name_handle<T>(out: *mut T, name: *const std::ffi::c_char) -> Call {
         Call::NameHandle {
             out: out as usize,
@@ -323,7 +339,7 @@ impl Call {
             | Call::EndCapture { stream, .. }
             | Call::DestroyStream { stream }
             | Call::UnseenWork { stream } => Some(stream),
-            Call::Observe { stream } => stream,
+            Call::Observe { stream } | Call::ObserveEvent { stream } => stream,
             Call::SyncContext { .. }
             | Call::NameHandle { .. }
             | Call::AliasHandle { .. }
@@ -341,6 +357,8 @@ impl Call {
         };
         match *self {
             Call::SyncContext { ctx } | Call::DestroyContext { ctx } if ctx != 0 => ctx,
+            // The event's context, which cudablame does not know (0: judge every context).
+            Call::ObserveEvent { .. } => 0,
             _ => match self.stream() {
                 Some(raw) => streams::context_of(
                     driver,
