@@ -276,6 +276,73 @@ fn unwritable_report_paths_get_one_line() {
     println!("unwritable paths: {tried} tried");
 }
 
+/// `/dev/null` as the report or trace path means no file, like `off`. Before: a file is never
+/// written through an existing path, so the report went to `/dev/null.1` (created in `/dev`
+/// when run as root; for other users a "cannot write the JSON report" line), and the text report
+/// named that file. Also through `cudablame run --report /dev/null --trace /dev/null`.
+#[test]
+fn dev_null_as_the_report_path_writes_no_file() {
+    /// Removes, even when an assertion fails, the files a failing run leaves in `/dev`.
+    struct Leftovers(Vec<&'static str>);
+    impl Drop for Leftovers {
+        fn drop(&mut self) {
+            for p in &self.0 {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    let leftovers = ["/dev/null.1", "/dev/null.2"];
+    let cleanup = Leftovers(
+        (leftovers.iter().copied())
+            .filter(|p| !Path::new(p).exists())
+            .collect(),
+    );
+    let plain = run_env(
+        &scratch().join("devnull-plain"),
+        &[OsStr::new("oob")],
+        false,
+        &[],
+        |_| {},
+    );
+    for var in ["CUDABLAME_REPORT", "CUDABLAME_TRACE"] {
+        let r = run_env(
+            &scratch().join("devnull"),
+            &[OsStr::new("oob")],
+            true,
+            &[(var, os("/dev/null"))],
+            |_| {},
+        );
+        assert_eq!(r.ending, plain.ending, "{var}");
+        assert_eq!(
+            stable_lines(&r.stdout),
+            stable_lines(&plain.stdout),
+            "{var}"
+        );
+        assert!(said(&r.stderr).is_empty(), "{var}: {}", r.stderr);
+        assert!(!r.stderr.contains("/dev/null"), "{var}: {}", r.stderr);
+        assert!(r.stderr.contains("culprit [Exact]"), "{var}: {}", r.stderr);
+    }
+    let bin = target_dir().join("cudablame");
+    let mut cmd = Command::new(&bin);
+    cmd.args(["run", "--report", "/dev/null", "--trace", "/dev/null", "--"])
+        .arg(scenarios())
+        .arg("oob")
+        .env("LD_LIBRARY_PATH", driver_dir())
+        .env("CUDABLAME_MARKERS", TEST_MARKERS)
+        .env_remove("CUDABLAME_REPORT")
+        .env_remove("CUDABLAME_TRACE")
+        .env_remove("LD_PRELOAD")
+        .current_dir(scratch().join("devnull"));
+    let (out, _) = output_within(&mut cmd, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(ending(&out.status), plain.ending, "{stderr}");
+    assert!(!stderr.contains("/dev/null"), "{stderr}");
+    assert!(stderr.contains("no JSON report was written"), "{stderr}");
+    for p in &cleanup.0 {
+        assert!(!Path::new(p).exists(), "a report was written to {p}");
+    }
+}
+
 /// A directory as report path: the report goes inside it, under the default name.
 #[test]
 fn a_directory_as_report_path_gets_the_report_inside() {
