@@ -27,6 +27,8 @@ largest: the median's distribution-free interval, as in bench.sh; a positive num
 which bench.sh's parser would not read). What it leaves out: the cost of the pass-through itself
 (the exported wrappers and one relaxed load per call, paid on both sides): bench.sh's launch
 table has it (its row "cudablame paused").
+BENCH_PAIRED_AA=1 in the environment keeps both sides paused: a check of the comparison itself
+(its pct should be 0 within the noise; scripts/gpu-calls/aa.sh).
 """
 import argparse
 import ctypes
@@ -122,8 +124,11 @@ def interval(values):
 def paired(size, step, k):
     """Blocks of k steps, paused (A) and recording (B) in ABBA order; prints the paired line."""
 
+    # BENCH_PAIRED_AA=1: both sides paused, a check of the comparison itself (its pct should be 0).
+    aa = os.environ.get("BENCH_PAIRED_AA") == "1"
+
     def block(paused):
-        PAUSE(1 if paused else 0)
+        PAUSE(1 if paused or aa else 0)
         torch.cuda.synchronize()  # the previous block's work is done before the clock starts
         t0 = time.perf_counter()
         for _ in range(k):

@@ -170,3 +170,30 @@ fn inline_kernels_run_inside_the_launch_and_their_fault_is_named() {
     assert_eq!(op["seq"], 6);
     assert_eq!(shimmed.report()["culprit"]["confidence"], "exact");
 }
+
+/// The stats line also counts the hooked calls that record no op, by entry point: the loop's
+/// module load, its two kernel lookups and its final stream sync, and nothing for its 3,001
+/// launches (each a recorded op, counted above).
+#[test]
+fn the_stats_line_counts_the_calls_that_record_no_op_by_entry_point() {
+    let prog = compile("markers", true);
+    let mut cmd = command_default_markers(&prog, &["loop", "3000"]);
+    cmd.env("LD_PRELOAD", shim())
+        .env("CUDABLAME_STATS", "on")
+        .env("CUDABLAME_REPORT", "off");
+    let (out, _) = output_within(&mut cmd, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("cudablame stats:"))
+        .unwrap_or_else(|| panic!("no stats line:\n{stderr}"));
+    assert_eq!(number_after(line, "other calls "), 4, "{line}");
+    assert_eq!(number_after(line, "cuStreamSynchronize "), 1, "{line}");
+    assert_eq!(number_after(line, "cuModuleGetFunction "), 2, "{line}");
+    assert_eq!(number_after(line, "cuModuleLoadData "), 1, "{line}");
+    assert!(
+        !line.contains("cuLaunchKernel "),
+        "launches are ops: {line}"
+    );
+}

@@ -89,10 +89,15 @@ pub(crate) fn hook(
     let (rc, unrecorded) = match call {
         Call::Enqueue(launch) => record::enqueue(ep, launch, entry, real_call),
         _ => {
+            let mut time = record::cost::OtherCall::start();
             let mark = crate::safety::guarded(|| record::before(ep, &call)).flatten();
-            let rc = real_call();
+            let rc = time.real(real_call);
             crate::safety::guarded(|| record::after(ep, &call, mark, rc, entry));
-            (rc, None)
+            if rc != CUDA_SUCCESS {
+                crate::safety::guarded(|| detect::observe(ep, &call, rc, None));
+            }
+            time.finish(ep);
+            return rc;
         }
     };
     if rc != CUDA_SUCCESS {

@@ -42,6 +42,8 @@ pub(crate) enum Phase {
 
 const PHASES: usize = 8;
 const REASONS: usize = super::policy::WHY_NAMES.len();
+/// Hooked entry points, for the counts of the calls that record no op ([`OtherCall`]).
+const ENTRY_POINTS: usize = crate::cuda::entry_points::EntryPoint::ALL.len();
 
 /// One thread's counters. Written only by their thread (a relaxed load and store, no
 /// read-modify-write: with shared atomic counters an op paid about 10 locked instructions, and
@@ -61,6 +63,10 @@ struct Counters {
     long_marker_ns: AtomicU64,
     /// Markers taken by the driver, by `policy::Why`.
     marked_why: [AtomicU64; REASONS],
+    /// Hooked calls that record no op (syncs, queries, event and memory calls), by entry
+    /// point: how many, and cudablame's ticks in them (the real call left out).
+    other_calls: [AtomicU64; ENTRY_POINTS],
+    other_ticks: [AtomicU64; ENTRY_POINTS],
     next: AtomicPtr<Counters>,
 }
 
@@ -77,6 +83,8 @@ impl Counters {
             long_markers: AtomicU64::new(0),
             long_marker_ns: AtomicU64::new(0),
             marked_why: [const { AtomicU64::new(0) }; REASONS],
+            other_calls: [const { AtomicU64::new(0) }; ENTRY_POINTS],
+            other_ticks: [const { AtomicU64::new(0) }; ENTRY_POINTS],
             next: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
@@ -272,6 +280,59 @@ impl Timeline {
     }
 }
 
+/// The timing of one hooked call that records no op (`interpose::hook`: a sync, a query, an
+/// event or memory call): cudablame's own ticks before and after the real call, counted per
+/// entry point. Inert when not measuring.
+pub(crate) struct OtherCall {
+    /// The hook's start (0: not measuring) and the real call's start.
+    started: u64,
+    real_started: u64,
+    real_ticks: u64,
+}
+
+impl OtherCall {
+    /// Starts timing at the hook's entry.
+    #[inline]
+    pub(crate) fn start() -> OtherCall {
+        OtherCall {
+            started: start(),
+            real_started: 0,
+            real_ticks: 0,
+        }
+    }
+
+    /// Runs the real call `f`, its ticks left out of cudablame's.
+    #[inline]
+    pub(crate) fn real<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        if self.started == 0 {
+            return f();
+        }
+        self.real_started = ticks();
+        let r = f();
+        self.real_ticks = ticks().saturating_sub(self.real_started);
+        r
+    }
+
+    /// Counts the call of `ep` (at the hook's exit).
+    #[inline]
+    pub(crate) fn finish(self, ep: crate::cuda::entry_points::EntryPoint) {
+        if self.started == 0 {
+            return;
+        }
+        let own = ticks()
+            .saturating_sub(self.started)
+            .saturating_sub(self.real_ticks);
+        AT_EXIT.call_once(|| {
+            // SAFETY: registers a plain extern "C" function with no arguments.
+            unsafe { libc::atexit(print_at_exit) };
+        });
+        with(|c, shared| {
+            bump(&c.other_calls[ep as usize], 1, shared);
+            bump(&c.other_ticks[ep as usize], own, shared);
+        });
+    }
+}
+
 /// A marker write at least this long (ns) is counted apart: the driver's queue was full and the
 /// write waited for room (a marker alone takes 1.0 to 1.5 µs of host time on the H200).
 pub(crate) const LONG_MARKER_NS: u64 = 4_000;
@@ -336,7 +397,9 @@ fn monotonic_ns() -> u64 {
 /// ops (every E, first F, count C, copy P, gap G, idle I, wait W)`: markers by the policy's
 /// reason), how many marker writes waited for room in the driver's queue, how many stack copies
 /// were held as copies (`held stack copies N`) and how many were unwound while recording (`held
-/// stacks unwound N`); the integration tests and `scripts/bench.sh` read them.
+/// stacks unwound N`); then the hooked calls that record no op (`other calls N, cudablame ns
+/// per call X (ENTRY POINT count x ns, ...)`: the 8 entry points that took most of cudablame's
+/// time in them); the integration tests and `scripts/bench.sh` read them.
 pub(crate) fn line() -> String {
     let n_ops = total(|c| &c.ops);
     let ops = n_ops.max(1);
@@ -363,13 +426,28 @@ pub(crate) fn line() -> String {
         .collect::<Vec<_>>()
         .join(", ");
     let long = total(|c| &c.long_markers);
+    let mut by_ep: Vec<(u64, u64, &str)> = crate::cuda::entry_points::EntryPoint::ALL
+        .iter()
+        .map(|&ep| {
+            let i = ep as usize;
+            let n = total(|c| &c.other_calls[i]);
+            let t = (total(|c| &c.other_ticks[i]) as f64 * scale) as u64;
+            (t, n, ep.name())
+        })
+        .filter(|&(_, n, _)| n > 0)
+        .collect();
+    let (other_n, other_ns) = by_ep.iter().fold((0, 0), |(n, t), e| (n + e.1, t + e.0));
+    by_ep.sort_by_key(|e| std::cmp::Reverse(e.0));
+    let others: Vec<String> = (by_ep.iter().take(8))
+        .map(|&(t, n, name)| format!("{name} {n} x {}", t / n.max(1)))
+        .collect();
     format!(
         "cudablame stats: {n_ops} recorded ops; mean ns per op: total {} = real call {real} + \
          cudablame {own} (native stack copy {stack} for {:.0} bytes; python {python} for {:.1} \
          frames; marker {marker}, of which {} in {long} writes that waited for queue room; other \
          {other}: stream and kernel lookup {lookup}, ring lock {lock}, ring push {record}, entry \
          and exit {rest}); marked {} of {n_ops} ops ({why}); held stacks unwound {}; held stack \
-         copies {}",
+         copies {}; other calls {}, cudablame ns per call {} ({})",
         real + own,
         per(total(|c| &c.stack_bytes)),
         per(total(|c| &c.python_frames)),
@@ -377,6 +455,9 @@ pub(crate) fn line() -> String {
         total(|c| &c.marked),
         total(|c| &c.held_unwinds),
         total(|c| &c.held_copies),
+        other_n,
+        other_ns / other_n.max(1),
+        others.join(", "),
     )
 }
 
