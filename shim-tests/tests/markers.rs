@@ -13,9 +13,9 @@ fn marked(args: &[&str], env: &[(&str, &str)]) -> (u64, u64, u64) {
     (m, ops, unwound)
 }
 
-/// `(marked, ops, held stacks unwound, held stack copies)` from the stats line of a run of
-/// `programs/markers.c`, as [`marked`].
-fn stats(args: &[&str], env: &[(&str, &str)]) -> (u64, u64, u64, u64) {
+/// The stdout and the `cudablame stats:` line of a successful run of `programs/markers.c` under
+/// cudablame with `args` and `env` (no `CUDABLAME_MARKERS` unless `env` sets it).
+fn stdout_and_stats_line(args: &[&str], env: &[(&str, &str)]) -> (String, String) {
     let prog = compile("markers", true);
     let mut cmd = command_default_markers(&prog, args);
     cmd.env("LD_PRELOAD", shim())
@@ -25,13 +25,21 @@ fn stats(args: &[&str], env: &[(&str, &str)]) -> (u64, u64, u64, u64) {
         cmd.env(k, v);
     }
     let (out, _) = output_within(&mut cmd, Duration::from_secs(60));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{args:?} {env:?}: {stdout}\n{stderr}");
     let line = stderr
         .lines()
         .find(|l| l.starts_with("cudablame stats:"))
         .unwrap_or_else(|| panic!("no stats line:\n{stderr}"));
+    (stdout, line.to_string())
+}
+
+/// `(marked, ops, held stacks unwound, held stack copies)` from the stats line of a run of
+/// `programs/markers.c`, as [`marked`].
+fn stats(args: &[&str], env: &[(&str, &str)]) -> (u64, u64, u64, u64) {
+    let (stdout, line) = stdout_and_stats_line(args, env);
+    let line = line.as_str();
     let after = |key: &str| -> Vec<u64> {
         let rest = &line[line.find(key).unwrap_or_else(|| panic!("{key} in {line}")) + key.len()..];
         rest.split(|c: char| !c.is_ascii_digit())
@@ -176,18 +184,8 @@ fn inline_kernels_run_inside_the_launch_and_their_fault_is_named() {
 /// launches (each a recorded op, counted above).
 #[test]
 fn the_stats_line_counts_the_calls_that_record_no_op_by_entry_point() {
-    let prog = compile("markers", true);
-    let mut cmd = command_default_markers(&prog, &["loop", "3000"]);
-    cmd.env("LD_PRELOAD", shim())
-        .env("CUDABLAME_STATS", "on")
-        .env("CUDABLAME_REPORT", "off");
-    let (out, _) = output_within(&mut cmd, Duration::from_secs(60));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let line = stderr
-        .lines()
-        .find(|l| l.starts_with("cudablame stats:"))
-        .unwrap_or_else(|| panic!("no stats line:\n{stderr}"));
+    let (_, line) = stdout_and_stats_line(&["loop", "3000"], &[]);
+    let line = line.as_str();
     assert_eq!(number_after(line, "other calls "), 4, "{line}");
     assert_eq!(number_after(line, "cuStreamSynchronize "), 1, "{line}");
     assert_eq!(number_after(line, "cuModuleGetFunction "), 2, "{line}");
