@@ -216,13 +216,6 @@ pub(crate) fn unknown_variables(names: impl Iterator<Item = std::ffi::OsString>)
         .collect()
 }
 
-/// Whether a report or trace path asks for no file: `off`, or `/dev/null` (the usual way to
-/// discard output; a file is never written through an existing path, so it would have become
-/// `/dev/null.1`, or a "cannot write" line for a user who may not create files in `/dev`).
-pub(crate) fn is_off_path(pattern: &str) -> bool {
-    pattern.eq_ignore_ascii_case("off") || pattern == "/dev/null"
-}
-
 /// What is wrong with a report or trace path pattern, if anything: an on/off word where a path
 /// belongs (`on`, `1`, `true`, ... would name a file), or a `%` escape other than `%p`, `%h`, `%r`
 /// and `%%` (kept literally otherwise, e.g. a file named `%q%`).
@@ -303,7 +296,7 @@ impl Config {
         };
         if let Some(v) = path("CUDABLAME_REPORT", &mut w, "using cudablame-%h-%p.json") {
             let t = v.trim();
-            if is_off_path(t) {
+            if cudablame_report::pattern::is_off(t) {
                 c.report = None;
             } else if t.is_empty() {
                 w.push("CUDABLAME_REPORT is empty; using cudablame-%h-%p.json".into());
@@ -325,7 +318,7 @@ impl Config {
                     "CUDABLAME_TRACE={}: {problem}; writing no trace",
                     shown(t)
                 ));
-            } else if !is_off_path(t) {
+            } else if !cudablame_report::pattern::is_off(t) {
                 c.trace = Some(t.to_string());
             }
         }

@@ -131,7 +131,7 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             dir.join("cudablame-demo-%p.json").display().to_string()
         }
     };
-    let off = report.trim().eq_ignore_ascii_case("off") || report.trim() == "/dev/null";
+    let off = cudablame_report::pattern::is_off(report.trim());
     if let Some(dir) = std::path::Path::new(&report)
         .parent()
         .filter(|d| !off && !d.as_os_str().is_empty() && !d.to_string_lossy().contains('%'))

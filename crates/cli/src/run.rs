@@ -101,11 +101,11 @@ fn check_report_folder(pattern: &str) -> Result<(), String> {
         })
 }
 
-/// Whether `pattern` asks for no file (`off` or `/dev/null`, as the library reads them,
-/// src/config.rs `is_off_path`; or blank: the library then warns and takes its default).
+/// Whether `pattern` asks for no file (`off` or `/dev/null`, as the library reads them:
+/// `pattern::is_off`; or blank: the library then warns and takes its default).
 fn no_path(pattern: &str) -> bool {
     let p = pattern.trim();
-    p.is_empty() || p.eq_ignore_ascii_case("off") || p == "/dev/null"
+    p.is_empty() || cudablame_report::pattern::is_off(p)
 }
 
 /// Settles one output path (the JSON report, the trace) before the program starts, and returns

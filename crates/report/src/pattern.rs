@@ -44,6 +44,15 @@ pub fn expand(pattern: &str, pid: u32, host: &str, rank: u32) -> String {
     out
 }
 
+/// Whether a report or trace path pattern (already trimmed) asks for no file: `off` (any case),
+/// or `/dev/null`, the usual way to discard output (a report is never written through an
+/// existing path, so it would have become `/dev/null.1`, or a "cannot write" line for a user
+/// who may not create files in `/dev`). Read alike by the library (`CUDABLAME_REPORT`,
+/// `CUDABLAME_TRACE`) and the command (`run --report/--trace`, `demo --report`).
+pub fn is_off(pattern: &str) -> bool {
+    pattern.eq_ignore_ascii_case("off") || pattern == "/dev/null"
+}
+
 /// What is wrong with the escapes of `pattern`, in words for a warning; `None` when nothing is.
 pub fn escape_problem(pattern: &str) -> Option<String> {
     pieces(pattern).find_map(|piece| match piece {
