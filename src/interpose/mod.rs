@@ -86,22 +86,25 @@ pub(crate) fn hook(
     let Some(call) = crate::safety::guarded(describe) else {
         return real_call();
     };
-    let (rc, unrecorded) = match call {
-        Call::Enqueue(launch) => record::enqueue(ep, launch, entry, real_call),
+    // A recorded op times itself (`record::cost::Timeline`); any other call is timed here.
+    let (rc, unrecorded, time) = match call {
+        Call::Enqueue(launch) => {
+            let (rc, unrecorded) = record::enqueue(ep, launch, entry, real_call);
+            (rc, unrecorded, None)
+        }
         _ => {
             let mut time = record::cost::OtherCall::start();
             let mark = crate::safety::guarded(|| record::before(ep, &call)).flatten();
             let rc = time.real(real_call);
             crate::safety::guarded(|| record::after(ep, &call, mark, rc, entry));
-            if rc != CUDA_SUCCESS {
-                crate::safety::guarded(|| detect::observe(ep, &call, rc, None));
-            }
-            time.finish(ep);
-            return rc;
+            (rc, None, Some(time))
         }
     };
     if rc != CUDA_SUCCESS {
         crate::safety::guarded(|| detect::observe(ep, &call, rc, unrecorded));
+    }
+    if let Some(time) = time {
+        time.finish(ep);
     }
     rc
 }

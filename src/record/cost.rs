@@ -262,10 +262,7 @@ impl Timeline {
             return;
         }
         self.lap(Phase::Rest);
-        AT_EXIT.call_once(|| {
-            // SAFETY: registers a plain extern "C" function with no arguments.
-            unsafe { libc::atexit(print_at_exit) };
-        });
+        print_at_exit_once();
         with(|c, shared| {
             for (counter, &t) in c.ticks.iter().zip(&self.ticks) {
                 if t != 0 {
@@ -284,9 +281,9 @@ impl Timeline {
 /// event or memory call): cudablame's own ticks before and after the real call, counted per
 /// entry point. Inert when not measuring.
 pub(crate) struct OtherCall {
-    /// The hook's start (0: not measuring) and the real call's start.
+    /// The hook's start (0: not measuring).
     started: u64,
-    real_started: u64,
+    /// Ticks in the real call.
     real_ticks: u64,
 }
 
@@ -296,7 +293,6 @@ impl OtherCall {
     pub(crate) fn start() -> OtherCall {
         OtherCall {
             started: start(),
-            real_started: 0,
             real_ticks: 0,
         }
     }
@@ -307,9 +303,9 @@ impl OtherCall {
         if self.started == 0 {
             return f();
         }
-        self.real_started = ticks();
+        let t0 = ticks();
         let r = f();
-        self.real_ticks = ticks().saturating_sub(self.real_started);
+        self.real_ticks = ticks().saturating_sub(t0);
         r
     }
 
@@ -322,10 +318,7 @@ impl OtherCall {
         let own = ticks()
             .saturating_sub(self.started)
             .saturating_sub(self.real_ticks);
-        AT_EXIT.call_once(|| {
-            // SAFETY: registers a plain extern "C" function with no arguments.
-            unsafe { libc::atexit(print_at_exit) };
-        });
+        print_at_exit_once();
         with(|c, shared| {
             bump(&c.other_calls[ep as usize], 1, shared);
             bump(&c.other_ticks[ep as usize], own, shared);
@@ -459,6 +452,15 @@ pub(crate) fn line() -> String {
         other_ns / other_n.max(1),
         others.join(", "),
     )
+}
+
+/// Registers [`print_at_exit`] at the first counted call (a recorded op or another call).
+#[inline]
+fn print_at_exit_once() {
+    AT_EXIT.call_once(|| {
+        // SAFETY: registers a plain extern "C" function with no arguments.
+        unsafe { libc::atexit(print_at_exit) };
+    });
 }
 
 extern "C" fn print_at_exit() {
