@@ -7,8 +7,8 @@
 //! when none has one, are that stream's WINDOW: one of them started and never finished, and
 //! nothing tells which (with sparse markers, an op without a marker behind it proves nothing when
 //! it completes). A window op that cudablame no longer holds (it fell out of the ring and the held
-//! list, `record::ring`, or the ring was busy) is UNKNOWN: it still counts. Only the context that
-//! reported the error is considered (a sticky error is per context). For a device-side assert
+//! list, `record::ring`, or the ring was busy) is UNKNOWN: it still counts. Only the device of the context
+//! that reported the error is considered, all its contexts (a fault stops the device: `scope`). For a device-side assert
 //! (710) only window ops that run kernels can have raised it: copies and memsets are no
 //! candidates ([`Clues::kernels_only`]).
 //!
@@ -692,12 +692,19 @@ pub(crate) fn cap_for_code(verdict: &mut Verdict, code: u32, mps: bool) {
     });
 }
 
-/// The views a verdict on `context` looks at: that context's streams (a sticky error is per
-/// context), or every stream when the context is unknown or has none.
-fn scope(views: &[StreamView], context: Option<usize>) -> Vec<usize> {
-    match context {
-        Some(c) if views.iter().any(|v| v.context == c) => (0..views.len())
-            .filter(|&i| views[i].context == c)
+/// The views a verdict on `context` looks at: every stream of the reporting context's DEVICE
+/// (its own and its device's other contexts'), or every stream when the context is unknown or
+/// has none. A fault stops the whole device, not one context: measured on the H200 (driver
+/// 580.159.04, `cuda-samples/cross_context.c`), a store to an illegal address by a kernel of
+/// context A makes `cuMemAlloc` and `cuCtxSynchronize` with context B of the same device current
+/// return 700 while B's own kernel was healthy and still running. Streams whose device is
+/// unknown (-1) are always in scope, and all are when the reporting context's device is unknown;
+/// streams of other devices never are (their contexts keep working: `two_contexts.cu`).
+pub(crate) fn scope(views: &[StreamView], context: Option<usize>) -> Vec<usize> {
+    let device = context.and_then(|c| views.iter().find(|v| v.context == c).map(|v| v.device));
+    match device {
+        Some(d) if d >= 0 => (0..views.len())
+            .filter(|&i| views[i].device == d || views[i].device < 0)
             .collect(),
         _ => (0..views.len()).collect(),
     }
@@ -831,13 +838,15 @@ mod tests {
     }
 
     #[test]
-    fn a_verdict_looks_at_the_reporting_context_only() {
-        // Context 1: a fault on 0x10 (#2). Context 2, current on the reporting thread: a slow
-        // kernel still running. Blaming context 1 (the stream that reported) names #2 of 0x10.
-        let views = vec![
+    fn a_verdict_looks_at_the_reporting_device_only() {
+        // Context 1 (device 0): a fault on 0x10 (#2). Context 2 on device 1, current on the
+        // reporting thread: a slow kernel still running. Blaming context 1 (the stream that
+        // reported) names #2 of 0x10: another device's work cannot have faulted this one.
+        let mut views = vec![
             stream(0x10, 1, 3, Some(1), 0, 0),
             stream(0x20, 2, 1, Some(0), 0, 1000),
         ];
+        views[1].device = 1;
         let v = judge(&views, Some(1));
         assert_eq!((v.confidence, v.culprit), (Confidence::Exact, Some((0, 1))));
         assert!(v.suspects.iter().all(|&(i, _)| i == 0));
@@ -888,16 +897,42 @@ mod tests {
     }
 
     #[test]
-    fn finished_streams_and_other_contexts_do_not_count() {
-        let views = vec![
+    fn finished_streams_and_other_devices_do_not_count() {
+        let mut views = vec![
             stream(0x10, 1, 5, Some(5), 0, 0),   // all done
             stream(0x20, 1, 8, Some(3), 0, 100), // #4 faulted
-            stream(0x30, 2, 9, Some(1), 0, 0),   // other context, unfinished
+            stream(0x30, 2, 9, Some(1), 0, 0),   // other device's context, unfinished
         ];
+        views[2].device = 1;
         let v = judge(&views, Some(1));
         assert_eq!(v.confidence, Confidence::Exact);
         assert_eq!(v.culprit, Some((1, 3)));
         assert!(v.suspects.iter().all(|&(i, _)| i == 1));
+    }
+
+    #[test]
+    fn another_context_of_the_same_device_is_judged_too() {
+        // cross_context.c on the H200: context 2's kernel (0x20 #1) spins, context 1's (0x10
+        // #2) stores to an illegal address; a call in context 2 returns 700. Both contexts are
+        // on device 0, so both unfinished ops are candidates: never `exact` on context 2's.
+        let views = vec![
+            stream(0x10, 1, 2, Some(1), 0, 1000),
+            stream(0x20, 2, 1, Some(0), 0, 0),
+        ];
+        for reporting in [1, 2] {
+            let v = judge(&views, Some(reporting));
+            assert_eq!(v.confidence, Confidence::Likely, "context {reporting}");
+            assert_eq!(v.one_of, 2, "context {reporting}");
+            let mut window: Vec<(usize, u64)> =
+                v.window.iter().map(|r| (r.stream, r.seq)).collect();
+            window.sort();
+            assert_eq!(window, vec![(0, 2), (1, 1)], "context {reporting}");
+        }
+        // A stream of unknown device (-1) is in every device's scope.
+        let mut unknown = views.clone();
+        unknown[1].device = -1;
+        unknown[0].device = 3;
+        assert_eq!(judge(&unknown, Some(1)).one_of, 2);
     }
 
     #[test]

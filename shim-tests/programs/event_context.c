@@ -1,12 +1,15 @@
-/* An event's error is its own context's (linked with -lcuda, the fake).
+/* A fault in one context, noticed from another context of the same device (linked with -lcuda,
+ * the fake).
  *
- * Usage: event_context sync|query
+ * Usage: event_context sync|query|alloc|ctxsync
  * Context A (created first): on a created stream, the kernel `bad` (faults with 700 after
  * 20 ms), then an event recorded behind it. Context B (created second, current from then on):
  * the kernel `slow` (2 s) on its legacy stream, its only op. Then, with B current, the program
  * waits for A's event: `cuEventSynchronize` (sync), or `cuEventQuery` until it stops returning
- * CUDA_ERROR_NOT_READY (query). The call returns A's sticky error (700); the culprit is `bad`,
- * never `slow` of the current context B.
+ * CUDA_ERROR_NOT_READY (query); or, 300 ms later, with B current, calls `cuMemAlloc` (alloc)
+ * or `cuCtxSynchronize` (ctxsync). The call returns A's sticky error (700: a fault stops the whole
+ * device, as `cuda-samples/cross_context.c` measured on the H200); the culprit is `bad`, never
+ * `slow` of the current context B "exact".
  * Prints event_rc=N; exits 1 when the error came back. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +61,13 @@ int main(int argc, char **argv) {
     CUresult rc;
     if (!strcmp(mode, "query")) {
         while ((rc = cuEventQuery(ev)) == CUDA_ERROR_NOT_READY) usleep(1000);
+    } else if (!strcmp(mode, "alloc")) {
+        CUdeviceptr p;
+        usleep(300000);
+        rc = cuMemAlloc(&p, 256);
+    } else if (!strcmp(mode, "ctxsync")) {
+        usleep(300000);
+        rc = cuCtxSynchronize();
     } else {
         rc = cuEventSynchronize(ev);
     }

@@ -559,11 +559,14 @@ int main(void) {
     CUdeviceptr d = 0;
     CHECK_RC(cu.MemAlloc(&d, 16), CUDA_ERROR_INVALID_CONTEXT);
 
-    CUcontext faulty = NULL, healthy = NULL, third = NULL;
+    CUcontext faulty = NULL, healthy = NULL, sibling = NULL, third = NULL;
     CUmodule mod_faulty = NULL, mod_healthy = NULL, mod_third = NULL;
+    CUdevice dev1 = -1;
+    CHECK_RC(cu.DeviceGet(&dev1, 1), CUDA_SUCCESS);
+    CHECK_RC(cu.CtxCreate(&sibling, 0, dev), CUDA_SUCCESS);
     CHECK_RC(cu.CtxCreate(&faulty, 0, dev), CUDA_SUCCESS);
     CHECK_RC(cu.ModuleLoadData(&mod_faulty, IMAGE), CUDA_SUCCESS);
-    CHECK_RC(cu.CtxCreate(&healthy, 0, dev), CUDA_SUCCESS);
+    CHECK_RC(cu.CtxCreate(&healthy, 0, dev1), CUDA_SUCCESS);
     CHECK_RC(cu.ModuleLoadData(&mod_healthy, IMAGE), CUDA_SUCCESS);
 
     check_healthy(healthy, mod_healthy);
@@ -571,12 +574,18 @@ int main(void) {
     CHECK_RC(cu.CtxSetCurrent(faulty), CUDA_SUCCESS);
     check_fault(faulty, mod_faulty);
 
-    /* Another context is unaffected by the fault. */
+    /* A context of another device is unaffected by the fault. */
     CHECK_RC(cu.CtxSetCurrent(healthy), CUDA_SUCCESS);
     CHECK_RC(cu.MemAlloc(&d, 16), CUDA_SUCCESS);
     CHECK_RC(cu.MemFree(d), CUDA_SUCCESS);
     CHECK_RC(cu.CtxSynchronize(), CUDA_SUCCESS);
 
+    /* Another context of the faulting device returns its error (as on the H200). */
+    CHECK_RC(cu.CtxSetCurrent(sibling), CUDA_SUCCESS);
+    CHECK_RC(cu.MemAlloc(&d, 16), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CHECK_RC(cu.CtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+
+    /* A context created after the fault is healthy (the real driver 580 refuses it). */
     CHECK_RC(cu.CtxCreate(&third, 0, dev), CUDA_SUCCESS);
     CHECK_RC(cu.ModuleLoadData(&mod_third, IMAGE), CUDA_SUCCESS);
     check_fault_on(mod_third);
@@ -597,6 +606,7 @@ int main(void) {
     CHECK_RC(cu.MemFreeHost(pinned), CUDA_SUCCESS);
 
     CHECK_RC(cu.CtxDestroy(third), CUDA_SUCCESS);
+    CHECK_RC(cu.CtxDestroy(sibling), CUDA_SUCCESS);
     CHECK_RC(cu.CtxDestroy(faulty), CUDA_SUCCESS);
     CHECK_RC(cu.CtxDestroy(healthy), CUDA_SUCCESS);
 

@@ -82,18 +82,21 @@ static const char *MODULE =
     "// fake: instant_oob fault=700\n"
     "// fake: hold delay_us=4000000\n"
     "// fake: late_oob fault=700 delay_us=50000\n"
+    "// fake: later_oob fault=700 delay_us=1000000\n"
     "// fake: brief delay_us=3000\n"
     "// fake: twin_a fault=700 fault_on=151\n"
     "// fake: twin_b fault=700 fault_on=152\n"
     ".visible .entry slow(\n.visible .entry quick(\n.visible .entry oob_write(\n"
     ".visible .entry instant_oob(\n.visible .entry hold(\n.visible .entry late_oob(\n"
-    ".visible .entry twin_a(\n.visible .entry twin_b(\n.visible .entry brief(\n";
+    ".visible .entry twin_a(\n.visible .entry twin_b(\n.visible .entry brief(\n.visible .entry later_oob(\n";
 
 /* late_oob: faults 50 ms after it starts, for scenarios whose host calls must come before the
  * fault however slow the machine is (oob_write's 1 ms was outrun on a loaded 2-core machine). */
+/* later_oob: faults 1 s after it starts, for "exited_threads", whose 100 threads after the culprit
+ * outran late_oob's 50 ms on a loaded 2-core machine (their launches then returned the 700). */
 /* twin_a, twin_b: kernels launched from two call paths in turn; the 151st execution of twin_a
  * faults (a launch from path a), the 152nd of twin_b (from path b). */
-static CUfunction slow, quick, oob_write, instant_oob, hold, late_oob, twin_a, twin_b, brief;
+static CUfunction slow, quick, oob_write, instant_oob, hold, late_oob, later_oob, twin_a, twin_b, brief;
 static CUcontext ctx;
 static unsigned bad_block = 256; /* launch_bad_kernel's block size (2048: an invalid launch) */
 static CUdeviceptr buffer;
@@ -151,6 +154,7 @@ static void setup(void) {
     check("twin_a", p_cuModuleGetFunction(&twin_a, mod, "twin_a"));
     check("twin_b", p_cuModuleGetFunction(&twin_b, mod, "twin_b"));
     check("brief", p_cuModuleGetFunction(&brief, mod, "brief"));
+    check("later_oob", p_cuModuleGetFunction(&later_oob, mod, "later_oob"));
     check("hold", p_cuModuleGetFunction(&hold, mod, "hold"));
     check("late_oob", p_cuModuleGetFunction(&late_oob, mod, "late_oob"));
     check("cuMemAlloc", p_cuMemAlloc(&buffer, 4096));
@@ -253,13 +257,13 @@ static void *exiting_worker(void *arg) {
     return NULL;
 }
 
-/* For "exited_threads": a quick kernel, then the culprit, on the thread's per-thread default
- * stream; the thread exits before the fault. */
+/* For "exited_threads": a quick kernel, then the culprit (later_oob), on the thread's per-thread
+ * default stream; the thread exits before the fault. */
 static void *exiting_culprit(void *arg) {
     (void)arg;
     check("thread context", p_cuCtxSetCurrent(ctx));
     check("quick", launch(quick, 1, 32, NULL));
-    launch_bad_kernel(late_oob, NULL);
+    launch_bad_kernel(later_oob, NULL);
     return NULL;
 }
 
@@ -462,7 +466,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(scenario, "exited_threads")) {
         /* With --ptds. 100 threads one after another (exiting_worker), then one that launches
-         * late_oob (faults 50 ms after it starts; exiting_culprit), then 100 more workers, then
+         * later_oob (faults 1 s after it starts; exiting_culprit), then 100 more workers, then
          * cuCtxSynchronize. Each exited thread's per-thread stream is retired with an unmarked
          * tail nothing proves done (a marker for it could only come from its own thread): 64
          * are kept, the rest only counted, and the culprit's stream can be among those no

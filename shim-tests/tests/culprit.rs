@@ -247,9 +247,9 @@ fn launch_stacks_of_one_kernel_from_twin_call_paths_are_their_own() {
 #[test]
 fn a_window_that_may_not_hold_the_culprit_says_so() {
     // 201 threads, one after another, each leaving an unproven tail on its per-thread stream
-    // and exiting; the 101st launched late_oob. Retired streams past the 64 kept are only
+    // and exiting; the 101st launched later_oob. Retired streams past the 64 kept are only
     // counted, and the culprit's can be one of them: the verdict is never exact, and whether
-    // or not the window still holds late_oob, the report says that work it no longer holds
+    // or not the window still holds later_oob, the report says that work it no longer holds
     // may hold the culprit (it used to print "one of these 640 ops" without late_oob among
     // them, the dropped streams named only at the end of the reason).
     let r = run(

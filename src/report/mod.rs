@@ -216,7 +216,18 @@ fn build(
                     },
                 )
             };
-            let dropped = context.map_or(0, record::streams::dropped_unfinished);
+            // Destroyed streams dropped unfinished, of every context the verdict judges.
+            let mut judged: Vec<usize> = blame::scope(&views, context)
+                .into_iter()
+                .map(|i| views[i].context)
+                .chain(context)
+                .collect();
+            judged.sort_unstable();
+            judged.dedup();
+            let dropped = judged
+                .into_iter()
+                .map(record::streams::dropped_unfinished)
+                .sum();
             blame::cap_for_unseen_work(&mut v, &views, context, dropped, record::ever_paused());
             blame::cap_for_code(&mut v, rc, mps_client());
             let op = v

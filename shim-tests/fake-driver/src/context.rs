@@ -119,7 +119,8 @@ pub fn thread_id() -> u64 {
     unsafe { libc::syscall(libc::SYS_gettid) as u64 }
 }
 
-/// A fake CUDA context: its own streams and its own sticky error.
+/// A fake CUDA context: its own streams and its sticky error (set for every context of the device
+/// by a fault in any of them: [`Context::poison`]).
 pub struct Context {
     /// Device ordinal.
     pub device: CUdevice,
@@ -176,15 +177,26 @@ impl Context {
         }
     }
 
-    /// Sets the sticky error (the first fault wins) and wakes every waiter so queued work is
-    /// discarded and synchronizing calls return.
+    /// Sets the sticky error of this context and of every other live context of its device
+    /// (the first fault wins in each) and wakes every waiter so queued work is discarded and
+    /// synchronizing calls return. A fault stops the device, not one context: measured on the
+    /// H200 (driver 580.159.04, `cuda-samples/cross_context.c`), a kernel of context A storing
+    /// to an illegal address makes `cuMemAlloc` and `cuCtxSynchronize` in context B of the same
+    /// device return 700 and ends B's running kernel. (The real driver also fails a
+    /// `cuCtxCreate` on that device afterwards; the fake creates a healthy context.)
     pub fn poison(&self, code: CUresult) {
-        if self
-            .sticky
-            .compare_exchange(0, code, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            crate::trace!("context {:p} poisoned with {}", self, code);
+        let device = CONTEXTS
+            .live()
+            .into_iter()
+            .filter(|c| c.device == self.device);
+        for ctx in std::iter::once(self).chain(device) {
+            if ctx
+                .sticky
+                .compare_exchange(0, code, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                crate::trace!("context {:p} poisoned with {}", ctx, code);
+            }
         }
         signal::notify();
     }

@@ -47,6 +47,16 @@ impl<T: 'static> Registry<T> {
         Some(unsafe { &*(handle as *const T) })
     }
 
+    /// Every live object, in address order.
+    pub fn live(&self) -> Vec<&'static T> {
+        let addresses: Vec<usize> = self.live.lock().iter().copied().collect();
+        // SAFETY: as in `get`: registered addresses are leaked `T`s, never freed.
+        addresses
+            .into_iter()
+            .map(|a| unsafe { &*(a as *const T) })
+            .collect()
+    }
+
     /// Unregisters `handle`; returns the object if it was live.
     pub fn remove(&self, handle: *const c_void) -> Option<&'static T> {
         if handle.is_null() || !self.live.lock().remove(&(handle as usize)) {

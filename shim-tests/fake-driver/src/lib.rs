@@ -51,7 +51,8 @@
 //! `cuInit` must come first (else `CUDA_ERROR_NOT_INITIALIZED`, 3). There are 2 devices
 //! (`FAKE_CUDA_DEVICES=N` overrides; 0 makes `cuInit` return `CUDA_ERROR_NO_DEVICE`), named
 //! "Fake GPU N", compute capability 9.0. Each context has its own streams and its own sticky
-//! error; the current context is per thread (a stack: `cuCtxPushCurrent_v2` / `cuCtxPopCurrent_v2`
+//! error, which a fault in any context of the same device sets (as on the H200: a fault stops
+//! the device); the current context is per thread (a stack: `cuCtxPushCurrent_v2` / `cuCtxPopCurrent_v2`
 //! / `cuCtxSetCurrent`). Calls that need a context fail with `CUDA_ERROR_INVALID_CONTEXT` (201)
 //! when none is current, and with `CUDA_ERROR_CONTEXT_IS_DESTROYED` (709) when the current one was
 //! destroyed. Primary contexts are reference counted; the last release destroys it.
@@ -86,8 +87,9 @@
 //!
 //! ## Sticky faults
 //!
-//! When a kernel with `fault=CODE` executes, the context's sticky error becomes CODE (the first
-//! fault wins) and every queued and future op of that context, on all streams, is discarded
+//! When a kernel with `fault=CODE` executes, the sticky error of its context and of every other
+//! live context of the same device becomes CODE (the first fault wins) and every queued and
+//! future op of those contexts, on all streams, is discarded
 //! without executing (write-value markers included); kernels sleeping on other streams stop. From
 //! then on every API call on that context returns CODE, except `cuFuncGetName`, `cuKernelGetName`,
 //! `cuCtxGetCurrent`, `cuCtxGetDevice`, `cuGetErrorName`, `cuGetErrorString`,
@@ -95,7 +97,9 @@
 //! `cuStreamDestroy_v2`, `cuEventDestroy_v2`, and the pure bookkeeping / teardown calls
 //! `cuCtxSetCurrent`, `cuCtxPushCurrent_v2`, `cuCtxPopCurrent_v2`, `cuCtxDestroy_v2`,
 //! `cuDevicePrimaryCtxRetain`, `cuDevicePrimaryCtxRelease_v2`, `cuThreadExchangeStreamCaptureMode`,
-//! `cuGraphDestroy`, `cuGraphExecDestroy`, `cuGraphGetNodes`. Another context is unaffected.
+//! `cuGraphDestroy`, `cuGraphExecDestroy`, `cuGraphGetNodes`. A context of another device is
+//! unaffected, and so is one created after the fault (the real driver 580 fails that
+//! `cuCtxCreate` with the error).
 //!
 //! ## Launches
 //!
