@@ -1,6 +1,6 @@
 #!/bin/bash
 # What each part of recording costs a PyTorch step, measured in one process per run: for each
-# configuration, train_step.py --size gpt --paired 5 (recording vs paused, ABBA) with
+# configuration, train_step.py --size gpt (SIZE=tiny: the small step) --paired 5 (recording vs paused, ABBA) with
 # CUDABLAME_STATS=on, in rotating rounds. LIBS="label=path ..." compares libraries too.
 set -u
 cd "$(dirname "$0")/../.." || exit 2  # the repository root; the library in .gpu/
@@ -17,7 +17,7 @@ for ((r = 0; r < ROUNDS; r++)); do
       label="${lib%%=*}/${c%%|*}"
       # shellcheck disable=SC2086
       out=$(timeout -k 5 120 taskset -c 2 env LD_PRELOAD=${lib#*=} CUDABLAME_REPORT=off CUDABLAME_STATS=on ${c#*|} \
-        python3 cuda-samples/bench/train_step.py --size gpt --steps 20 --paired 5 2>&1)
+        python3 cuda-samples/bench/train_step.py --size ${SIZE:-gpt} --steps 20 --paired 5 2>&1)
       echo "$out" > "$L/$r-${label//\//-}.txt"
       echo "r$r $label $(grep -oE '(gpt|tiny)_(paired_pct|paused_ms|recording_ms)=[-0-9.]+' <<<"$out" | tr '\n' ' ')"
       grep -o 'cudablame stats:.*' <<<"$out" | sed -E 's/cudablame stats: //' | cut -c1-600

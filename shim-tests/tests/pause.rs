@@ -7,11 +7,12 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-/// `(recorded ops, marked ops, the program's stdout)` from `pause count A B` under cudablame
-/// (`CUDABLAME_MARKERS` = [`TEST_MARKERS`], a marker after each recorded op); `None` for the
-/// counts when there is no stats line (it is written at exit once a hooked call was timed: an
+/// `([recorded ops, marked ops, recorded ops whose whole hook was timed, ops run paused, ops
+/// recorded after the first pause], the program's stdout)` from `pause count A B` under cudablame (`CUDABLAME_MARKERS` =
+/// [`TEST_MARKERS`], a marker after each recorded op); `None` for the counts when there is no
+/// stats line (it is written at exit once a hooked call was timed: an
 /// op recorded, or a call that records none, such as the module load).
-fn count_run(a: &str, b: &str) -> (Option<(u64, u64)>, String) {
+fn count_run(a: &str, b: &str) -> (Option<[u64; 5]>, String) {
     let prog = compile("pause", true);
     let mut cmd = command(&prog, &["count", a, b]);
     cmd.env("LD_PRELOAD", shim())
@@ -25,19 +26,23 @@ fn count_run(a: &str, b: &str) -> (Option<(u64, u64)>, String) {
         return (None, stdout);
     };
     (
-        Some((
+        Some([
             number_after(line, "cudablame stats: "),
             number_after(line, "marked "),
-        )),
+            number_after(line, "whole hook: "),
+            number_after(line, "paused: "),
+            number_after(line, "recorded after the first pause: "),
+        ]),
         stdout,
     )
 }
 
 #[test]
 fn ops_launched_while_paused_are_not_recorded() {
-    // 300 launches paused, 40 recording: exactly the 40 are recorded, each with its marker.
+    // 300 launches paused, 40 recording: exactly the 40 are recorded, each with its marker and
+    // its whole hook timed, all after the first pause; the 300 are counted as paused.
     let (counts, stdout) = count_run("300", "40");
-    assert_eq!(counts, Some((40, 40)), "{stdout}");
+    assert_eq!(counts, Some([40, 40, 40, 300, 40]), "{stdout}");
     assert_eq!(printed(&stdout, "pause_found"), "1");
     // Each call returns the state before it: recording, paused, paused, recording.
     assert_eq!(printed(&stdout, "pause_first"), "0");
@@ -46,9 +51,9 @@ fn ops_launched_while_paused_are_not_recorded() {
     assert_eq!(printed(&stdout, "resume_again"), "0");
     assert_eq!(printed(&stdout, "sync_rc"), "0");
     // Only paused launches: no op recorded (the line still counts the calls that record none,
-    // made while recording); none paused: all 25.
-    assert_eq!(count_run("25", "0").0, Some((0, 0)));
-    assert_eq!(count_run("0", "25").0, Some((25, 25)));
+    // made while recording); none paused: all 25 (after the switch was set, then reset).
+    assert_eq!(count_run("25", "0").0, Some([0, 0, 0, 25, 0]));
+    assert_eq!(count_run("0", "25").0, Some([25, 25, 25, 0, 25]));
 }
 
 #[test]

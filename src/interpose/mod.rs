@@ -59,14 +59,20 @@ pub(crate) fn hook(
     if crate::safety::disabled() {
         return real_call();
     }
+    // The hook's entry, for the whole hook's time under `CUDABLAME_STATS` (0: not measuring).
+    let entered = record::cost::start();
     // Paused by a benchmark (`cudablame_pause`): the driver's call alone, except a capture's
     // begin and end, which still keep the capture count: else, after resuming, the capturing
     // stream's next launch would get a progress marker inside the program's graph. (Telling
     // them apart costs the paused path one `describe`, a few stores.)
-    if pause::paused()
-        && !crate::safety::guarded(describe).is_some_and(|c| c.begins_or_ends_capture())
-    {
-        return real_call();
+    if pause::paused() {
+        let call = crate::safety::guarded(describe);
+        if !call.is_some_and(|c| c.begins_or_ends_capture()) {
+            return match call {
+                Some(Call::Enqueue(_)) => record::cost::paused_op(entered, real_call),
+                _ => real_call(),
+            };
+        }
     }
     if !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false) {
         return real_call();
@@ -103,8 +109,9 @@ pub(crate) fn hook(
     if rc != CUDA_SUCCESS {
         crate::safety::guarded(|| detect::observe(ep, &call, rc, unrecorded));
     }
-    if let Some(time) = time {
-        time.finish(ep);
+    match time {
+        Some(time) => time.finish(ep),
+        None => record::cost::whole_hook(entered),
     }
     rc
 }

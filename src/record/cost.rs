@@ -67,6 +67,23 @@ struct Counters {
     /// point: how many, and cudablame's ticks in them (the real call left out).
     other_calls: [AtomicU64; ENTRY_POINTS],
     other_ticks: [AtomicU64; ENTRY_POINTS],
+    /// Recorded ops' whole hooks, entry to exit (count, ticks): what the phases leave out
+    /// (the hook's prelude before [`Timeline::start`]) shows as the difference.
+    hook_ops: AtomicU64,
+    hook_ticks: AtomicU64,
+    /// Ops that would be recorded, run while paused (`cudablame_pause`): count, ticks in the
+    /// real call, ticks of the whole hook. The same process's baseline for the real call and
+    /// the hook (a paired benchmark: `cuda-samples/bench/train_step.py --paired`).
+    paused_ops: AtomicU64,
+    paused_real_ticks: AtomicU64,
+    paused_hook_ticks: AtomicU64,
+    /// Recorded ops after the process was first paused (count, ticks in the real call, in
+    /// cudablame's phases, in the whole hook): in a paired benchmark the recording side of the
+    /// comparison, without the warm-up's first launches (module loads, first-use costs).
+    steady_ops: AtomicU64,
+    steady_real_ticks: AtomicU64,
+    steady_own_ticks: AtomicU64,
+    steady_hook_ticks: AtomicU64,
     next: AtomicPtr<Counters>,
 }
 
@@ -85,6 +102,15 @@ impl Counters {
             marked_why: [const { AtomicU64::new(0) }; REASONS],
             other_calls: [const { AtomicU64::new(0) }; ENTRY_POINTS],
             other_ticks: [const { AtomicU64::new(0) }; ENTRY_POINTS],
+            hook_ops: AtomicU64::new(0),
+            hook_ticks: AtomicU64::new(0),
+            paused_ops: AtomicU64::new(0),
+            paused_real_ticks: AtomicU64::new(0),
+            paused_hook_ticks: AtomicU64::new(0),
+            steady_ops: AtomicU64::new(0),
+            steady_real_ticks: AtomicU64::new(0),
+            steady_own_ticks: AtomicU64::new(0),
+            steady_hook_ticks: AtomicU64::new(0),
             next: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
@@ -263,11 +289,22 @@ impl Timeline {
         }
         self.lap(Phase::Rest);
         print_at_exit_once();
+        let steady = super::ever_paused();
         with(|c, shared| {
             for (counter, &t) in c.ticks.iter().zip(&self.ticks) {
                 if t != 0 {
                     bump(counter, t, shared);
                 }
+            }
+            if steady {
+                let real = self.ticks[Phase::RealCall as usize];
+                // The stack copy is timed inside the ring push: counted once.
+                let own = (self.ticks.iter().sum::<u64>())
+                    .saturating_sub(real)
+                    .saturating_sub(self.ticks[Phase::Stack as usize]);
+                bump(&c.steady_ops, 1, shared);
+                bump(&c.steady_real_ticks, real, shared);
+                bump(&c.steady_own_ticks, own, shared);
             }
             bump(&c.ops, 1, shared);
             bump(&c.stack_bytes, stack_bytes as u64, shared);
@@ -324,6 +361,43 @@ impl OtherCall {
             bump(&c.other_ticks[ep as usize], own, shared);
         });
     }
+}
+
+/// Counts a recorded op's whole hook, from `entered` (a [`start`] reading at the hook's entry;
+/// 0: not measuring) to now.
+#[inline]
+pub(crate) fn whole_hook(entered: u64) {
+    if entered != 0 {
+        let n = ticks().saturating_sub(entered);
+        let steady = super::ever_paused();
+        with(|c, shared| {
+            bump(&c.hook_ops, 1, shared);
+            bump(&c.hook_ticks, n, shared);
+            if steady {
+                bump(&c.steady_hook_ticks, n, shared);
+            }
+        });
+    }
+}
+
+/// Runs the real call `f` of an op that would be recorded while paused, counting it, its real
+/// call's ticks and its whole hook's from `entered` (a [`start`] reading; 0: not measuring,
+/// then only `f` runs).
+#[inline]
+pub(crate) fn paused_op<T>(entered: u64, f: impl FnOnce() -> T) -> T {
+    if entered == 0 {
+        return f();
+    }
+    let t0 = ticks();
+    let r = f();
+    let t1 = ticks();
+    print_at_exit_once();
+    with(|c, shared| {
+        bump(&c.paused_ops, 1, shared);
+        bump(&c.paused_real_ticks, t1.saturating_sub(t0), shared);
+        bump(&c.paused_hook_ticks, t1.saturating_sub(entered), shared);
+    });
+    r
 }
 
 /// A marker write at least this long (ns) is counted apart: the driver's queue was full and the
@@ -392,7 +466,12 @@ fn monotonic_ns() -> u64 {
 /// were held as copies (`held stack copies N`) and how many were unwound while recording (`held
 /// stacks unwound N`); then the hooked calls that record no op (`other calls N, cudablame ns
 /// per call X (ENTRY POINT count x ns, ...)`: the 8 entry points that took most of cudablame's
-/// time in them); the integration tests and `scripts/bench.sh` read them.
+/// time in them); then each recorded op's whole hook, entry to exit (`whole hook: N recorded ops,
+/// H ns each`), and the ops that would be recorded but ran while paused, with their real call
+/// and whole hook (`paused: P ops, real call R ns, whole hook W ns`: in a paired benchmark
+/// the same process's baseline), and the same for the ops recorded after the first pause
+/// (`recorded after the first pause: S ops, real call R ns, cudablame C ns, whole hook W ns`:
+/// the other side of that comparison, the warm-up left out); the integration tests and `scripts/bench.sh` read them.
 pub(crate) fn line() -> String {
     let n_ops = total(|c| &c.ops);
     let ops = n_ops.max(1);
@@ -434,13 +513,19 @@ pub(crate) fn line() -> String {
     let others: Vec<String> = (by_ep.iter().take(8))
         .map(|&(t, n, name)| format!("{name} {n} x {}", t / n.max(1)))
         .collect();
+    let mean = |t: u64, n: u64| (t as f64 * scale) as u64 / n.max(1);
+    let hook_ops = total(|c| &c.hook_ops);
+    let paused = total(|c| &c.paused_ops);
+    let steady = total(|c| &c.steady_ops);
     format!(
         "cudablame stats: {n_ops} recorded ops; mean ns per op: total {} = real call {real} + \
          cudablame {own} (native stack copy {stack} for {:.0} bytes; python {python} for {:.1} \
          frames; marker {marker}, of which {} in {long} writes that waited for queue room; other \
          {other}: stream and kernel lookup {lookup}, ring lock {lock}, ring push {record}, entry \
          and exit {rest}); marked {} of {n_ops} ops ({why}); held stacks unwound {}; held stack \
-         copies {}; other calls {}, cudablame ns per call {} ({})",
+         copies {}; other calls {}, cudablame ns per call {} ({}); whole hook: {hook_ops} recorded \
+         ops, {} ns each; paused: {paused} ops, real call {} ns, whole hook {} ns; recorded after \
+         the first pause: {steady} ops, real call {} ns, cudablame {} ns, whole hook {} ns",
         real + own,
         per(total(|c| &c.stack_bytes)),
         per(total(|c| &c.python_frames)),
@@ -451,6 +536,12 @@ pub(crate) fn line() -> String {
         other_n,
         other_ns / other_n.max(1),
         others.join(", "),
+        mean(total(|c| &c.hook_ticks), hook_ops),
+        mean(total(|c| &c.paused_real_ticks), paused),
+        mean(total(|c| &c.paused_hook_ticks), paused),
+        mean(total(|c| &c.steady_real_ticks), steady),
+        mean(total(|c| &c.steady_own_ticks), steady),
+        mean(total(|c| &c.steady_hook_ticks), steady),
     )
 }
 
