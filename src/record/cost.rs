@@ -81,9 +81,15 @@ struct Counters {
     /// cudablame's phases, in the whole hook): in a paired benchmark the recording side of the
     /// comparison, without the warm-up's first launches (module loads, first-use costs).
     steady_ops: AtomicU64,
-    steady_real_ticks: AtomicU64,
-    steady_own_ticks: AtomicU64,
+    steady_ticks: [AtomicU64; PHASES],
+    steady_marked: AtomicU64,
     steady_hook_ticks: AtomicU64,
+    /// The launching thread's time between one op's hook and its next op's (ticks from a hook's
+    /// exit to the next one's entry, gaps of at most [`BETWEEN_MAX_TICKS`], both ops of the same
+    /// side), while paused (0) and while recording after the first pause (1): the program's own
+    /// work between launches, which recording can slow from outside its hook (caches).
+    between_n: [AtomicU64; 2],
+    between_ticks: [AtomicU64; 2],
     next: AtomicPtr<Counters>,
 }
 
@@ -108,9 +114,11 @@ impl Counters {
             paused_real_ticks: AtomicU64::new(0),
             paused_hook_ticks: AtomicU64::new(0),
             steady_ops: AtomicU64::new(0),
-            steady_real_ticks: AtomicU64::new(0),
-            steady_own_ticks: AtomicU64::new(0),
+            steady_ticks: [const { AtomicU64::new(0) }; PHASES],
+            steady_marked: AtomicU64::new(0),
             steady_hook_ticks: AtomicU64::new(0),
+            between_n: [const { AtomicU64::new(0) }; 2],
+            between_ticks: [const { AtomicU64::new(0) }; 2],
             next: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
@@ -135,6 +143,30 @@ static AT_EXIT: Once = Once::new();
 
 thread_local! {
     static MINE: Cell<*const Counters> = const { Cell::new(std::ptr::null()) };
+    /// This thread's last op hook's exit: (ticks, side + 1; 0: none yet).
+    static LAST_EXIT: Cell<(u64, usize)> = const { Cell::new((0, 0)) };
+}
+
+/// The longest gap between two ops' hooks counted in [`Counters::between_ticks`] (about 0.3 ms
+/// at 3 GHz): longer ones are waits (a sync, the host idle), not the program's work per launch.
+const BETWEEN_MAX_TICKS: u64 = 1_000_000;
+
+/// Counts the gap from this thread's last op hook's exit to this one's entry (`entered`) when
+/// both are of `side` (0 paused, 1 recording after the first pause), and notes this hook's exit
+/// (now) as the last.
+#[inline]
+fn between(entered: u64, side: usize) {
+    let exit = ticks();
+    let _ = LAST_EXIT.try_with(|last| {
+        let (t, s) = last.replace((exit, side + 1));
+        let gap = entered.saturating_sub(t);
+        if s == side + 1 && t != 0 && gap <= BETWEEN_MAX_TICKS {
+            with(|c, shared| {
+                bump(&c.between_n[side], 1, shared);
+                bump(&c.between_ticks[side], gap, shared);
+            });
+        }
+    });
 }
 
 /// Runs `f` with this thread's counters (created and listed at its first use) and whether they
@@ -220,7 +252,13 @@ pub(crate) fn start() -> u64 {
 pub(crate) fn add(phase: Phase, started: u64) {
     if started != 0 {
         let n = ticks().saturating_sub(started);
-        with(|c, shared| bump(&c.ticks[phase as usize], n, shared));
+        let steady = super::ever_paused();
+        with(|c, shared| {
+            bump(&c.ticks[phase as usize], n, shared);
+            if steady {
+                bump(&c.steady_ticks[phase as usize], n, shared);
+            }
+        });
     }
 }
 
@@ -297,14 +335,13 @@ impl Timeline {
                 }
             }
             if steady {
-                let real = self.ticks[Phase::RealCall as usize];
-                // The stack copy is timed inside the ring push: counted once.
-                let own = (self.ticks.iter().sum::<u64>())
-                    .saturating_sub(real)
-                    .saturating_sub(self.ticks[Phase::Stack as usize]);
+                for (counter, &t) in c.steady_ticks.iter().zip(&self.ticks) {
+                    if t != 0 {
+                        bump(counter, t, shared);
+                    }
+                }
                 bump(&c.steady_ops, 1, shared);
-                bump(&c.steady_real_ticks, real, shared);
-                bump(&c.steady_own_ticks, own, shared);
+                bump(&c.steady_marked, marked as u64, shared);
             }
             bump(&c.ops, 1, shared);
             bump(&c.stack_bytes, stack_bytes as u64, shared);
@@ -377,6 +414,9 @@ pub(crate) fn whole_hook(entered: u64) {
                 bump(&c.steady_hook_ticks, n, shared);
             }
         });
+        if steady {
+            between(entered, 1);
+        }
     }
 }
 
@@ -397,6 +437,7 @@ pub(crate) fn paused_op<T>(entered: u64, f: impl FnOnce() -> T) -> T {
         bump(&c.paused_real_ticks, t1.saturating_sub(t0), shared);
         bump(&c.paused_hook_ticks, t1.saturating_sub(entered), shared);
     });
+    between(entered, 0);
     r
 }
 
@@ -459,6 +500,36 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Mean ns per op of each phase, over `ops` ops, from the tick counters `ticks` picks (the
+/// stack copy, timed inside the ring push, taken out of `record`).
+struct Means {
+    python: u64,
+    lookup: u64,
+    lock: u64,
+    real: u64,
+    record: u64,
+    stack: u64,
+    marker: u64,
+    rest: u64,
+}
+
+impl Means {
+    fn of(ops: u64, scale: f64, ticks: impl Fn(&Counters) -> &[AtomicU64; PHASES]) -> Means {
+        let ns = |p: Phase| (total(|c| &ticks(c)[p as usize]) as f64 * scale) as u64 / ops.max(1);
+        let stack = ns(Phase::Stack);
+        Means {
+            python: ns(Phase::Python),
+            lookup: ns(Phase::Lookup),
+            lock: ns(Phase::Lock),
+            real: ns(Phase::RealCall),
+            record: ns(Phase::Record).saturating_sub(stack),
+            stack,
+            marker: ns(Phase::Marker),
+            rest: ns(Phase::Rest),
+        }
+    }
+}
+
 /// The stats line: mean ns per recorded op of each phase (`total T = real call R + cudablame C
 /// (...)`: C is everything but the real call), how many ops got a progress marker (`marked N of M
 /// ops (every E, first F, count C, copy P, gap G, idle I, wait W)`: markers by the policy's
@@ -470,26 +541,26 @@ fn monotonic_ns() -> u64 {
 /// H ns each`), and the ops that would be recorded but ran while paused, with their real call
 /// and whole hook (`paused: P ops, real call R ns, whole hook W ns`: in a paired benchmark
 /// the same process's baseline), and the same for the ops recorded after the first pause
-/// (`recorded after the first pause: S ops, real call R ns, cudablame C ns, whole hook W ns`:
-/// the other side of that comparison, the warm-up left out); the integration tests and `scripts/bench.sh` read them.
+/// (`recorded after the first pause: S ops, real call R ns, cudablame C ns (native stack copy
+/// X, python Y, marker Z, other O), marked M, whole hook W ns`:
+/// the other side of that comparison, the warm-up left out), then the launching thread's time
+/// between two ops' hooks on each side (`between ops' hooks: paused P ns (N gaps), recording R
+/// ns (M gaps)`: what recording costs the program's own work outside the hook); the integration
+/// tests and `scripts/bench.sh` read them.
 pub(crate) fn line() -> String {
     let n_ops = total(|c| &c.ops);
     let ops = n_ops.max(1);
     let scale = ns_per_tick();
-    let ns = |p: Phase| (total(|c| &c.ticks[p as usize]) as f64 * scale) as u64 / ops;
-    let stack = ns(Phase::Stack);
-    let [python, lookup, lock, real, record, marker, rest] = [
-        Phase::Python,
-        Phase::Lookup,
-        Phase::Lock,
-        Phase::RealCall,
-        Phase::Record,
-        Phase::Marker,
-        Phase::Rest,
-    ]
-    .map(ns);
-    // The copy is timed inside the ring push: shown on its own, not twice.
-    let record = record.saturating_sub(stack);
+    let Means {
+        python,
+        lookup,
+        lock,
+        real,
+        record,
+        stack,
+        marker,
+        rest,
+    } = Means::of(ops, scale, |c| &c.ticks);
     let own = python + lookup + lock + record + stack + marker + rest;
     let other = lookup + lock + record + rest;
     let per = |n: u64| n as f64 / ops as f64;
@@ -517,6 +588,9 @@ pub(crate) fn line() -> String {
     let hook_ops = total(|c| &c.hook_ops);
     let paused = total(|c| &c.paused_ops);
     let steady = total(|c| &c.steady_ops);
+    let st = Means::of(steady, scale, |c| &c.steady_ticks);
+    let st_other = st.lookup + st.lock + st.record + st.rest;
+    let st_own = st.python + st.stack + st.marker + st_other;
     format!(
         "cudablame stats: {n_ops} recorded ops; mean ns per op: total {} = real call {real} + \
          cudablame {own} (native stack copy {stack} for {:.0} bytes; python {python} for {:.1} \
@@ -525,7 +599,9 @@ pub(crate) fn line() -> String {
          and exit {rest}); marked {} of {n_ops} ops ({why}); held stacks unwound {}; held stack \
          copies {}; other calls {}, cudablame ns per call {} ({}); whole hook: {hook_ops} recorded \
          ops, {} ns each; paused: {paused} ops, real call {} ns, whole hook {} ns; recorded after \
-         the first pause: {steady} ops, real call {} ns, cudablame {} ns, whole hook {} ns",
+         the first pause: {steady} ops, real call {} ns, cudablame {st_own} ns (native stack copy {}, \
+         python {}, marker {}, other {st_other}), marked {}, whole hook {} ns; between ops' hooks: paused {} ns ({} gaps), recording {} ns \
+         ({} gaps)",
         real + own,
         per(total(|c| &c.stack_bytes)),
         per(total(|c| &c.python_frames)),
@@ -539,9 +615,16 @@ pub(crate) fn line() -> String {
         mean(total(|c| &c.hook_ticks), hook_ops),
         mean(total(|c| &c.paused_real_ticks), paused),
         mean(total(|c| &c.paused_hook_ticks), paused),
-        mean(total(|c| &c.steady_real_ticks), steady),
-        mean(total(|c| &c.steady_own_ticks), steady),
+        st.real,
+        st.stack,
+        st.python,
+        st.marker,
+        total(|c| &c.steady_marked),
         mean(total(|c| &c.steady_hook_ticks), steady),
+        mean(total(|c| &c.between_ticks[0]), total(|c| &c.between_n[0])),
+        total(|c| &c.between_n[0]),
+        mean(total(|c| &c.between_ticks[1]), total(|c| &c.between_n[1])),
+        total(|c| &c.between_n[1]),
     )
 }
 
