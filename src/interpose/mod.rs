@@ -60,12 +60,10 @@ pub(crate) fn hook(
         return real_call();
     }
     // Paused by a benchmark (`cudablame_pause`): the driver's call alone, except a capture's
-    // begin and end, which still keep the capture count: else, after resuming, the capturing
-    // stream's next launch would get a progress marker inside the program's graph. (Telling
-    // them apart costs the paused path one `describe`, a few stores.)
-    if pause::paused()
-        && !crate::safety::guarded(describe).is_some_and(|c| c.begins_or_ends_capture())
-    {
+    // begin and end, which still keep the capture count, and the graph table's calls
+    // (`Call::kept_while_paused`). (Telling them apart costs the paused path one `describe`, a
+    // few stores.)
+    if pause::paused() && !crate::safety::guarded(describe).is_some_and(|c| c.kept_while_paused()) {
         return real_call();
     }
     if !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false) {
