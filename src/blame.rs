@@ -89,8 +89,13 @@ pub(crate) struct KernelList {
     pub(crate) names: Vec<String>,
     /// Whether `names` are all the kernels it runs: false for a kernel the driver gave no name
     /// for, and for a graph launch whose capture cudablame did not see or cut
-    /// (`record::graphs` keeps 1,024 ops per graph): such an op "may run" any kernel.
+    /// (`record::graphs` keeps 1,024 ops per graph), built by hand or changed after capture:
+    /// such an op "may run" any kernel.
     pub(crate) complete: bool,
+    /// A graph launch whose graph was changed after capture (`record::graphs`): `names` are what
+    /// was captured, and it may no longer run some of them. Such an op may run the assert's
+    /// kernel whether or not `names` has it, so it never lets an assert make a verdict exact.
+    pub(crate) changed: bool,
 }
 
 impl KernelList {
@@ -99,6 +104,7 @@ impl KernelList {
         KernelList {
             names: Vec::new(),
             complete: true,
+            changed: false,
         }
     }
 }
@@ -293,10 +299,14 @@ fn rank(
             } else {
                 format!(", the same kernel completed {ran} times before (ranked after kernels that never did)")
             };
-            let assert = if named[k] {
-                ", runs the kernel the device-side assert names (ranked first)"
-            } else {
-                ""
+            let assert = match (named[k], lists[k].changed) {
+                (true, false) => ", runs the kernel the device-side assert names (ranked first)",
+                (true, true) => {
+                    ", was captured running the kernel the device-side assert names and changed \
+                     since (ranked first)"
+                }
+                (false, true) => ", a graph changed after capture (its kernel list may be out of date)",
+                (false, false) => "",
             };
             let age = now.saturating_sub(o.time_ns);
             let evidence = format!(
@@ -436,14 +446,17 @@ pub(crate) fn judge_with(
     let all_marked = clues.markers_work && windows.iter().all(|w| views[w.stream].marker.is_some());
     let kernel = assert_kernel.unwrap_or("");
     let n_named = named.iter().filter(|&&b| b).count();
-    // Window ops that may run the assert's kernel without being known to: incomplete lists.
+    // Window ops that may run the assert's kernel without being known to: incomplete lists, and
+    // lists changed after capture (a name there may be one it no longer runs).
+    let maybe_list = |l: &KernelList, n: bool| (!n && !l.complete) || l.changed;
     let maybe = known
         .iter()
         .zip(&lists)
         .zip(&named)
-        .filter(|((_, l), &n)| !n && !l.complete)
+        .filter(|((_, l), &n)| maybe_list(l, n))
         .count() as u64
         + unknown;
+    let changed = lists.iter().filter(|l| l.changed).count();
 
     let mut candidates = Vec::new();
     let mut window = Vec::new();
@@ -521,7 +534,14 @@ pub(crate) fn judge_with(
                 (None, _) => String::new(),
                 (Some(k), _) if maybe > 0 => format!(
                     "; the device-side assert names {k}, which {n_named} known op(s) run and {maybe} op(s) of \
-                     unknown or cut kernel lists may run"
+                     unknown or cut kernel lists may run{}",
+                    match changed {
+                        0 => String::new(),
+                        n => format!(
+                            " ({n} of them a graph changed after capture, whose captured kernel list may \
+                             be out of date)"
+                        ),
+                    }
                 ),
                 (Some(k), 0) => {
                     format!("; the device-side assert names {k}, which no window op runs")
@@ -1155,6 +1175,7 @@ mod tests {
             KernelList {
                 complete: !names.is_empty(),
                 names,
+                changed: false,
             }
         };
         judge_with(
@@ -1219,6 +1240,53 @@ mod tests {
         ];
         let v = judge_named(&views, &names, Some("gather_kernel"));
         assert_eq!((v.confidence, v.culprit), (Confidence::Exact, Some((0, 1))));
+    }
+
+    #[test]
+    fn a_graph_changed_after_capture_never_lets_an_assert_be_exact() {
+        // 0x10's graph launch (handle 300) was captured running [fill] and changed since; 0x20
+        // runs a healthy check_kernel (handle 200). The assert names check_kernel: the graph may
+        // run it now, so no op is known to be the only one. Named or not in the captured list.
+        let mut views = vec![
+            stream_of(0x10, 2, 1, 0, 300),
+            stream_of(0x20, 2, 1, 1000, 200),
+        ];
+        views[0].ops[1].launch.kind = OpKind::Graph;
+        for captured in ["fill(int*)", "check_kernel(int*)"] {
+            let mut kernels = |o: &OpRecord| -> KernelList {
+                let graph = o.launch.handle == 300;
+                KernelList {
+                    names: vec![if graph {
+                        captured
+                    } else {
+                        "check_kernel(int*)"
+                    }
+                    .into()],
+                    complete: !graph,
+                    changed: graph,
+                }
+            };
+            let v = judge_with(
+                &views,
+                Some(1),
+                &mut Clues {
+                    kernels: &mut kernels,
+                    assert_kernel: Some("check_kernel"),
+                    kernels_only: true,
+                    markers_work: true,
+                },
+            );
+            assert_eq!(v.confidence, Confidence::Likely, "{captured}: {}", v.reason);
+            let not_exact = v.not_exact.unwrap();
+            assert!(
+                not_exact.contains("1 of them a graph changed after capture"),
+                "{not_exact}"
+            );
+        }
+        // Unchanged, the same captured list [fill] made the healthy kernel exact.
+        let names = [(300, "fill(int*)"), (200, "check_kernel(int*)")];
+        let v = judge_named(&views, &names, Some("check_kernel"));
+        assert_eq!((v.confidence, v.culprit), (Confidence::Exact, Some((1, 1))));
     }
 
     #[test]

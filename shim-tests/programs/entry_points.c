@@ -133,6 +133,30 @@ typedef void *CUmemoryPool_;
     X(cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long))                  \
     X(cuGraphInstantiateWithParams, (CUgraphExec *, CUgraph, void *))                             \
     X(cuGraphInstantiateWithParams_ptsz, (CUgraphExec *, CUgraph, void *))                        \
+    X(cuGraphInstantiate, (CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t))                \
+    X(cuGraphInstantiate_v2, (CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t))             \
+    X(cuGraphCreate, (CUgraph *, unsigned))                                                       \
+    X(cuGraphClone, (CUgraph *, CUgraph))                                                         \
+    X(cuGraphDestroy, (CUgraph))                                                                  \
+    X(cuGraphExecDestroy, (CUgraphExec))                                                          \
+    X(cuGraphAddKernelNode, (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const void *))  \
+    X(cuGraphAddKernelNode_v2, (CUgraphNode *, CUgraph, const CUgraphNode *, size_t,              \
+                                const void *))                                                   \
+    X(cuGraphAddChildGraphNode, (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph))   \
+    X(cuGraphAddNode, (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, void *))              \
+    X(cuGraphAddNode_v2, (CUgraphNode *, CUgraph, const CUgraphNode *, const void *, size_t,      \
+                          void *))                                                               \
+    X(cuGraphKernelNodeSetParams, (CUgraphNode, const void *))                                    \
+    X(cuGraphKernelNodeSetParams_v2, (CUgraphNode, const void *))                                 \
+    X(cuGraphNodeSetParams, (CUgraphNode, void *))                                                \
+    X(cuGraphDestroyNode, (CUgraphNode))                                                          \
+    X(cuGraphExecKernelNodeSetParams, (CUgraphExec, CUgraphNode, const void *))                   \
+    X(cuGraphExecKernelNodeSetParams_v2, (CUgraphExec, CUgraphNode, const void *))                \
+    X(cuGraphExecNodeSetParams, (CUgraphExec, CUgraphNode, void *))                               \
+    X(cuGraphExecChildGraphNodeSetParams, (CUgraphExec, CUgraphNode, CUgraph))                    \
+    X(cuGraphNodeSetEnabled, (CUgraphExec, CUgraphNode, unsigned))                                \
+    X(cuGraphExecUpdate, (CUgraphExec, CUgraph, CUgraphNode *, void *))                           \
+    X(cuGraphExecUpdate_v2, (CUgraphExec, CUgraph, void *))                                       \
     X(cuStreamDestroy_v2, (CUstream))                                                             \
     X(cuMemsetD2D8_v2, (CUdeviceptr, size_t, unsigned char, size_t, size_t))                      \
     X(cuMemsetD2D8_v2_ptds, (CUdeviceptr, size_t, unsigned char, size_t, size_t))                 \
@@ -254,9 +278,15 @@ static void *resolve(const char *name) {
     } else {
         CUdriverProcAddressQueryResult status = 0;
         /* 12080: every exported name resolves to itself (13000 maps cuCtxSynchronize to _v2),
-         * but cuStreamBeginCapture, whose CUDA 10.0 ABI only a version below 10010 gets. */
+         * but cuStreamBeginCapture, whose CUDA 10.0 ABI only a version below 10010 gets, and the
+         * graph calls whose CUDA 10 ABI only a version below 12000 gets. */
+        static const char *before_12[] = {"cuGraphAddKernelNode", "cuGraphKernelNodeSetParams",
+                                          "cuGraphExecKernelNodeSetParams", "cuGraphExecUpdate",
+                                          "cuGraphAddNode"};
         int v1 = !strcmp(name, "cuStreamBeginCapture") || !strcmp(name, "cuStreamBeginCapture_ptsz");
         int version = v1 ? 10000 : 12080;
+        for (size_t i = 0; i < sizeof before_12 / sizeof *before_12; i++)
+            if (!strcmp(name, before_12[i])) version = 11000;
         if (gpa(name, &p, version, 0, &status) != CUDA_SUCCESS) p = NULL;
     }
     const char *module = "-";
@@ -543,6 +573,65 @@ int main(int argc, char **argv) {
     CALL(cuGraphLaunch_ptsz, ge, NULL);
     CALL(cuGraphLaunch, NULL, s);
     CALL(cuStreamSynchronize, s);
+    /* Graphs built, edited, cloned, updated and destroyed by hand. */
+    CUgraph gh = NULL, gc = NULL, gbad = NULL;
+    CUgraphExec geh = NULL;
+    CUgraphNode node = NULL, node2 = NULL;
+    CUDA_KERNEL_NODE_PARAMS kp;
+    CUgraphExecUpdateResultInfo info;
+    memset(&kp, 0, sizeof kp);
+    kp.func = quick;
+    kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+    kp.blockDimX = 32;
+    kp.blockDimY = kp.blockDimZ = 1;
+    CALL(cuGraphCreate, &gh, 0);
+    OUT("hand_graph", "%s", norm((uintptr_t)gh));
+    CALL(cuGraphCreate, &gbad, 1);
+    CALL(cuGraphAddKernelNode_v2, &node, gh, NULL, 0, &kp);
+    OUT("node", "%s", norm((uintptr_t)node));
+    CALL(cuGraphAddKernelNode, &node2, gh, &node, 1, &kp);
+    OUT("node2", "%s", norm((uintptr_t)node2));
+    CALL(cuGraphAddKernelNode_v2, &node2, NULL, NULL, 0, &kp);
+    CALL(cuGraphAddKernelNode_v2, &node2, gh, NULL, 0, NULL);
+    nodes = 0;
+    CALL(cuGraphGetNodes, gh, NULL, &nodes);
+    OUT("hand_nodes", "%zu", nodes);
+    CALL(cuGraphKernelNodeSetParams_v2, node, &kp);
+    CALL(cuGraphKernelNodeSetParams, node2, &kp);
+    CALL(cuGraphKernelNodeSetParams_v2, (CUgraphNode)0x1234, &kp);
+    CALL(cuGraphClone, &gc, gh);
+    OUT("clone", "%s", norm((uintptr_t)gc));
+    CALL(cuGraphClone, &gbad, NULL);
+    CALL(cuGraphInstantiateWithFlags, &geh, gh, 0);
+    OUT("hand_exec", "%s", norm((uintptr_t)geh));
+    CALL(cuGraphExecKernelNodeSetParams_v2, geh, node, &kp);
+    CALL(cuGraphExecKernelNodeSetParams, geh, node2, &kp);
+    CALL(cuGraphExecKernelNodeSetParams_v2, geh, (CUgraphNode)0x1234, &kp);
+    memset(&info, 0xab, sizeof info);
+    CALL(cuGraphExecUpdate_v2, geh, gc, &info);
+    OUT("update", "%u %s %s", (unsigned)info.result, norm((uintptr_t)info.errorNode),
+        norm((uintptr_t)info.errorFromNode));
+    CALL(cuGraphExecUpdate_v2, geh, g, &info);
+    OUT("update", "%u", (unsigned)info.result);
+    CALL(cuGraphExecUpdate_v2, geh, gc, NULL);
+    CALL(cuGraphLaunch, geh, s);
+    CALL(cuStreamSynchronize, s);
+    char log[64];
+    CALL(cuGraphInstantiate, &geh, gh, &node2, log, sizeof log);
+    CALL(cuGraphInstantiate_v2, &geh, gh, &node2, log, sizeof log);
+    CALL(cuGraphExecUpdate, geh, gc, &node2, &info);
+    CALL(cuGraphAddChildGraphNode, &node2, gh, NULL, 0, gc);
+    CALL(cuGraphAddNode, &node2, gh, NULL, 0, NULL);
+    CALL(cuGraphAddNode_v2, &node2, gh, NULL, NULL, 0, NULL);
+    CALL(cuGraphNodeSetParams, node, NULL);
+    CALL(cuGraphExecNodeSetParams, geh, node, NULL);
+    CALL(cuGraphExecChildGraphNodeSetParams, geh, node, gc);
+    CALL(cuGraphNodeSetEnabled, geh, node, 0);
+    CALL(cuGraphDestroyNode, node2);
+    CALL(cuGraphExecDestroy, geh);
+    CALL(cuGraphExecDestroy, geh);
+    CALL(cuGraphDestroy, gc);
+    CALL(cuGraphDestroy, gc);
     /* A potentially unsafe call during a global capture invalidates it (both ways). */
     CALL(cuStreamBeginCapture_v2, s, CU_STREAM_CAPTURE_MODE_GLOBAL);
     CALL(cuLaunchKernel, quick, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
@@ -633,6 +722,10 @@ int main(int argc, char **argv) {
     CALL(cuGraphLaunch, ge, s);
     CALL(cuStreamBeginCapture_v2, s, CU_STREAM_CAPTURE_MODE_GLOBAL);
     CALL(cuStreamEndCapture, s, &g3);
+    CALL(cuGraphCreate, &gc, 0);
+    CALL(cuGraphAddKernelNode_v2, &node2, gh, NULL, 0, &kp);
+    CALL(cuGraphExecDestroy, ge);
+    CALL(cuGraphDestroy, gh);
     CALL(cuMemFree_v2, d2);
     CALL(cuStreamDestroy_v2, s);
     CALL(cuCtxSynchronize_v2, NULL);

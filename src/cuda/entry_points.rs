@@ -258,7 +258,7 @@ macro_rules! for_each_entry_point {
             [cuStreamBeginCaptureToGraph: legacy, cuStreamBeginCaptureToGraph_ptsz: per_thread]
                 (stream: CUstream, graph: CUgraph, deps: *const CUgraphNode, dep_data: *const c_void,
                  num_deps: usize, mode: CUstreamCaptureMode)
-                => begin_capture(stream);
+                => begin_capture_into(stream);
             [cuStreamEndCapture: legacy, cuStreamEndCapture_ptsz: per_thread]
                 (stream: CUstream, graph: *mut CUgraph)
                 => end_capture(stream, graph);
@@ -268,9 +268,79 @@ macro_rules! for_each_entry_point {
             [cuGraphInstantiateWithParams: legacy, cuGraphInstantiateWithParams_ptsz: per_thread]
                 (exec: *mut CUgraphExec, graph: CUgraph, params: *mut c_void)
                 => instantiate(exec, graph);
+            // The CUDA 10.0 and 11.0 ABIs (an error node and a log buffer), which a runtime before
+            // 12.0 asks for by version (cuda.h 12+ defines `cuGraphInstantiate` as
+            // `cuGraphInstantiateWithFlags`).
+            [cuGraphInstantiate: legacy, cuGraphInstantiate_v2: legacy]
+                (exec: *mut CUgraphExec, graph: CUgraph, error_node: *mut CUgraphNode, log: *mut c_char,
+                 log_bytes: usize)
+                => instantiate(exec, graph);
             [cuStreamDestroy_v2: legacy]
                 (stream: CUstream)
                 => destroy_stream(stream);
+
+            // ---- graph life and edits: what each graph and executable graph runs
+            //      (`record::graphs`); a destroyed handle's address may be handed out again ----
+            [cuGraphCreate: legacy]
+                (graph: *mut CUgraph, flags: c_uint)
+                => create_graph(graph);
+            [cuGraphClone: legacy]
+                (clone: *mut CUgraph, original: CUgraph)
+                => clone_graph(clone, original);
+            [cuGraphDestroy: legacy]
+                (graph: CUgraph)
+                => destroy_graph(graph);
+            [cuGraphExecDestroy: legacy]
+                (exec: CUgraphExec)
+                => destroy_exec(exec);
+            // `CUDA_KERNEL_NODE_PARAMS` (`_v2`, CUDA 12) or its CUDA 10 `_v1` (no `kern`, `ctx`):
+            // passed by pointer, never read.
+            [cuGraphAddKernelNode: legacy, cuGraphAddKernelNode_v2: legacy]
+                (node: *mut CUgraphNode, graph: CUgraph, deps: *const CUgraphNode, num_deps: usize,
+                 params: *const c_void)
+                => edit_graph(graph);
+            [cuGraphAddChildGraphNode: legacy]
+                (node: *mut CUgraphNode, graph: CUgraph, deps: *const CUgraphNode, num_deps: usize,
+                 child: CUgraph)
+                => edit_graph(graph);
+            // CUDA 12.2 (no edge data), and CUDA 12.3's `_v2` (cuda.h's `cuGraphAddNode` in 13.0).
+            [cuGraphAddNode: legacy]
+                (node: *mut CUgraphNode, graph: CUgraph, deps: *const CUgraphNode, num_deps: usize,
+                 params: *mut c_void)
+                => edit_graph(graph);
+            [cuGraphAddNode_v2: legacy]
+                (node: *mut CUgraphNode, graph: CUgraph, deps: *const CUgraphNode, edge_data: *const c_void,
+                 num_deps: usize, params: *mut c_void)
+                => edit_graph(graph);
+            [cuGraphKernelNodeSetParams: legacy, cuGraphKernelNodeSetParams_v2: legacy]
+                (node: CUgraphNode, params: *const c_void)
+                => edit_node();
+            [cuGraphNodeSetParams: legacy]
+                (node: CUgraphNode, params: *mut c_void)
+                => edit_node();
+            [cuGraphDestroyNode: legacy]
+                (node: CUgraphNode)
+                => edit_node();
+            [cuGraphExecKernelNodeSetParams: legacy, cuGraphExecKernelNodeSetParams_v2: legacy]
+                (exec: CUgraphExec, node: CUgraphNode, params: *const c_void)
+                => edit_exec(exec);
+            [cuGraphExecNodeSetParams: legacy]
+                (exec: CUgraphExec, node: CUgraphNode, params: *mut c_void)
+                => edit_exec(exec);
+            [cuGraphExecChildGraphNodeSetParams: legacy]
+                (exec: CUgraphExec, node: CUgraphNode, child: CUgraph)
+                => edit_exec(exec);
+            [cuGraphNodeSetEnabled: legacy]
+                (exec: CUgraphExec, node: CUgraphNode, enabled: c_uint)
+                => set_enabled(exec);
+            // CUDA 10.2 (error node and result out-pointers), and CUDA 12's `_v2` (one result
+            // info struct: cuda.h's `cuGraphExecUpdate`).
+            [cuGraphExecUpdate: legacy]
+                (exec: CUgraphExec, graph: CUgraph, error_node: *mut CUgraphNode, result: *mut c_void)
+                => update_exec(exec, graph);
+            [cuGraphExecUpdate_v2: legacy]
+                (exec: CUgraphExec, graph: CUgraph, result_info: *mut c_void)
+                => update_exec(exec, graph);
 
             // ---- context life: a destroyed or reset context's streams and markers are forgotten ----
             [cuCtxDestroy_v2: legacy]

@@ -62,12 +62,12 @@ pub(crate) fn hook(
     // The hook's entry, for the whole hook's time under `CUDABLAME_STATS` (0: not measuring).
     let entered = record::cost::start();
     // Paused by a benchmark (`cudablame_pause`): the driver's call alone, except a capture's
-    // begin and end, which still keep the capture count: else, after resuming, the capturing
-    // stream's next launch would get a progress marker inside the program's graph. (Telling
-    // them apart costs the paused path one `describe`, a few stores.)
+    // begin and end, which still keep the capture count, and the graph table's calls
+    // (`Call::kept_while_paused`). (Telling them apart costs the paused path one `describe`, a
+    // few stores.)
     if pause::paused() {
         let call = crate::safety::guarded(describe);
-        if !call.is_some_and(|c| c.begins_or_ends_capture()) {
+        if !call.is_some_and(|c| c.kept_while_paused()) {
             return match call {
                 Some(Call::Enqueue(_)) => record::cost::paused_op(entered, real_call),
                 _ => real_call(),

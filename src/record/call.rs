@@ -50,8 +50,10 @@ pub(crate) enum Call {
         out: usize,
         of: usize,
     },
+    /// `cuStreamBeginCapture*`; `into`: into an existing graph (`cuStreamBeginCaptureToGraph`).
     BeginCapture {
         stream: usize,
+        into: bool,
     },
     /// `cuStreamEndCapture`: on success `*graph_out` is the captured graph.
     EndCapture {
@@ -65,6 +67,42 @@ pub(crate) enum Call {
     },
     DestroyStream {
         stream: usize,
+    },
+    /// `cuGraphCreate`: on success `*graph_out` is an empty graph, to be built by hand.
+    CreateGraph {
+        graph_out: usize,
+    },
+    /// `cuGraphClone`: on success `*graph_out` is a copy of `original`.
+    CloneGraph {
+        graph_out: usize,
+        original: usize,
+    },
+    /// `cuGraphDestroy`.
+    DestroyGraph {
+        graph: usize,
+    },
+    /// `cuGraphExecDestroy`.
+    DestroyExec {
+        exec: usize,
+    },
+    /// A node added to `graph` (`cuGraphAddKernelNode`, `cuGraphAddChildGraphNode`,
+    /// `cuGraphAddNode`): what it runs changed.
+    EditGraph {
+        graph: usize,
+    },
+    /// A node of a graph changed or destroyed (`cuGraphKernelNodeSetParams`,
+    /// `cuGraphNodeSetParams`, `cuGraphDestroyNode`); the call does not name the graph.
+    EditNode,
+    /// A node of the executable graph `exec` changed (`cuGraphExec*SetParams`; `enable_set`:
+    /// `cuGraphNodeSetEnabled`).
+    EditExec {
+        exec: usize,
+        enable_set: bool,
+    },
+    /// `cuGraphExecUpdate`: on success `exec` runs what `graph` runs.
+    UpdateExec {
+        exec: usize,
+        graph: usize,
     },
     /// Work enqueued on `stream` that cudablame does not record as an op (`cuLaunchHostFunc`):
     /// it may sit between recorded ops, so verdicts on that stream are capped below exact.
@@ -289,6 +327,61 @@ impl Call {
     pub(crate) fn begin_capture(stream: CUstream) -> Call {
         Call::BeginCapture {
             stream: stream as usize,
+            into: false,
+        }
+    }
+    /// `cuStreamBeginCaptureToGraph`: the capture adds to an existing graph.
+    pub(crate) fn begin_capture_into(stream: CUstream) -> Call {
+        Call::BeginCapture {
+            stream: stream as usize,
+            into: true,
+        }
+    }
+    pub(crate) fn create_graph(graph_out: *mut CUgraph) -> Call {
+        Call::CreateGraph {
+            graph_out: graph_out as usize,
+        }
+    }
+    pub(crate) fn clone_graph(graph_out: *mut CUgraph, original: CUgraph) -> Call {
+        Call::CloneGraph {
+            graph_out: graph_out as usize,
+            original: original as usize,
+        }
+    }
+    pub(crate) fn destroy_graph(graph: CUgraph) -> Call {
+        Call::DestroyGraph {
+            graph: graph as usize,
+        }
+    }
+    pub(crate) fn destroy_exec(exec: CUgraphExec) -> Call {
+        Call::DestroyExec {
+            exec: exec as usize,
+        }
+    }
+    pub(crate) fn edit_graph(graph: CUgraph) -> Call {
+        Call::EditGraph {
+            graph: graph as usize,
+        }
+    }
+    pub(crate) fn edit_node() -> Call {
+        Call::EditNode
+    }
+    pub(crate) fn edit_exec(exec: CUgraphExec) -> Call {
+        Call::EditExec {
+            exec: exec as usize,
+            enable_set: false,
+        }
+    }
+    pub(crate) fn set_enabled(exec: CUgraphExec) -> Call {
+        Call::EditExec {
+            exec: exec as usize,
+            enable_set: true,
+        }
+    }
+    pub(crate) fn update_exec(exec: CUgraphExec, graph: CUgraph) -> Call {
+        Call::UpdateExec {
+            exec: exec as usize,
+            graph: graph as usize,
         }
     }
     pub(crate) fn end_capture(stream: CUstream, graph_out: *mut CUgraph) -> Call {
@@ -323,10 +416,26 @@ impl Call {
         }
     }
 
-    /// Whether the call begins or ends a stream capture (kept track of even while paused:
-    /// `interpose::hook`).
-    pub(crate) fn begins_or_ends_capture(&self) -> bool {
-        matches!(self, Call::BeginCapture { .. } | Call::EndCapture { .. })
+    /// Whether the call is kept track of even while paused (`interpose::hook`): a capture's begin
+    /// or end (else, after resuming, the capturing stream's next launch would get a progress
+    /// marker inside the program's graph), and what keeps the graph table right (a destroyed
+    /// handle, a new or changed graph: else a launch after resuming would be named by a dead or
+    /// stale kernel list). None of them is on a hot path.
+    pub(crate) fn kept_while_paused(&self) -> bool {
+        matches!(
+            self,
+            Call::BeginCapture { .. }
+                | Call::EndCapture { .. }
+                | Call::Instantiate { .. }
+                | Call::CreateGraph { .. }
+                | Call::CloneGraph { .. }
+                | Call::DestroyGraph { .. }
+                | Call::DestroyExec { .. }
+                | Call::EditGraph { .. }
+                | Call::EditNode
+                | Call::EditExec { .. }
+                | Call::UpdateExec { .. }
+        )
     }
 
     /// The stream this call concerns, as a raw handle (`Some(0)` = the variant's default stream).
@@ -335,7 +444,7 @@ impl Call {
             Call::Enqueue(l) => Some(l.stream),
             Call::BlockingCopy { .. } => Some(0),
             Call::SyncStream { stream }
-            | Call::BeginCapture { stream }
+            | Call::BeginCapture { stream, .. }
             | Call::EndCapture { stream, .. }
             | Call::DestroyStream { stream }
             | Call::UnseenWork { stream } => Some(stream),
@@ -344,6 +453,14 @@ impl Call {
             | Call::NameHandle { .. }
             | Call::AliasHandle { .. }
             | Call::Instantiate { .. }
+            | Call::CreateGraph { .. }
+            | Call::CloneGraph { .. }
+            | Call::DestroyGraph { .. }
+            | Call::DestroyExec { .. }
+            | Call::EditGraph { .. }
+            | Call::EditNode
+            | Call::EditExec { .. }
+            | Call::UpdateExec { .. }
             | Call::DestroyContext { .. }
             | Call::PrimaryContext { .. } => None,
         }

@@ -42,6 +42,11 @@ pub(crate) fn enqueue(
     let mut copied = 0;
     let mut marked = false;
     crate::safety::guarded(|| {
+        if op.launch.kind == OpKind::Graph {
+            // What the executable graph runs as of this launch: a later edit, destroy or reuse
+            // of its address does not change it (one lock, one hash lookup).
+            op.graph = graphs::at_launch(op.launch.handle);
+        }
         if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 && driver.is_capturing(state.id.handle()) {
             // The op went into a graph being captured: it did not run now.
             op.stack = keep_live_stack(op.time_ns, entry);
@@ -147,6 +152,7 @@ pub(super) fn prepare(
         marked: false,
         stack: StackRef::None,
         python,
+        graph: graphs::AtLaunch::UNKNOWN,
     };
     (state, op)
 }

@@ -62,6 +62,9 @@ pub(crate) struct OpRecord {
     pub(crate) stack: StackRef,
     /// Python frames of the launching thread (CPython only; `stack::python`).
     pub(crate) python: crate::stack::python::PythonStack,
+    /// A graph launch: what its executable graph ran when it was launched (`graphs::AtLaunch`,
+    /// unknown for other ops).
+    pub(crate) graph: graphs::AtLaunch,
 }
 
 #[cfg(test)]
@@ -92,6 +95,7 @@ impl OpRecord {
             marked: true,
             stack: StackRef::None,
             python: crate::stack::python::PythonStack::EMPTY,
+            graph: graphs::AtLaunch::UNKNOWN,
         }
     }
 }

@@ -202,13 +202,13 @@ pub(crate) fn after(
             let _ = CAPTURES_ACTIVE
                 .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| n.checked_sub(1));
         }
-        Call::BeginCapture { stream } => {
+        Call::BeginCapture { stream, into } => {
             if let Some(driver) = real::driver() {
                 let thread = crate::threads::thread_id();
                 let id = StreamId::resolve(stream, ep.per_thread_default(), thread);
                 let now = now_ns();
                 let stack = live_stack(now, entry);
-                graphs::begin(streams::context_of(driver, id), id, stack, thread);
+                graphs::begin(streams::context_of(driver, id), id, into, stack, thread);
             }
         }
         // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901) still ends the capture.
@@ -231,6 +231,27 @@ pub(crate) fn after(
             // SAFETY: on success the driver wrote the executable graph through `exec_out`.
             graphs::instantiate(graph, unsafe { *(exec_out as *const usize) });
         }
+        Call::CreateGraph { graph_out } if rc == CUDA_SUCCESS && graph_out != 0 => {
+            // SAFETY: on success the driver wrote the new graph through `graph_out`.
+            let graph = unsafe { *(graph_out as *const usize) };
+            let stack = live_stack(now_ns(), entry);
+            graphs::create(graph, stack, crate::threads::thread_id());
+        }
+        Call::CloneGraph {
+            graph_out,
+            original,
+        } if rc == CUDA_SUCCESS && graph_out != 0 => {
+            // SAFETY: on success the driver wrote the clone through `graph_out`.
+            graphs::clone_graph(original, unsafe { *(graph_out as *const usize) });
+        }
+        Call::DestroyGraph { graph } if rc == CUDA_SUCCESS => graphs::destroy_graph(graph),
+        Call::DestroyExec { exec } if rc == CUDA_SUCCESS => graphs::destroy_exec(exec),
+        Call::EditGraph { graph } if rc == CUDA_SUCCESS => graphs::edit_graph(graph),
+        Call::EditNode if rc == CUDA_SUCCESS => graphs::edit_node(),
+        Call::EditExec { exec, enable_set } if rc == CUDA_SUCCESS => {
+            graphs::edit_exec(exec, enable_set)
+        }
+        Call::UpdateExec { exec, graph } if rc == CUDA_SUCCESS => graphs::update_exec(exec, graph),
         Call::DestroyStream { stream } if rc == CUDA_SUCCESS => {
             if let Some(driver) = real::driver() {
                 let id =

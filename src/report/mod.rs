@@ -157,6 +157,7 @@ fn build(
     let mut names = Names {
         driver,
         cache: HashMap::new(),
+        depth: 0,
     };
 
     let reporting_stream = call
@@ -399,6 +400,8 @@ fn stream_summary(
 struct Names {
     driver: Option<&'static real::Driver>,
     cache: HashMap<usize, Option<String>>,
+    /// Graphs being listed, one inside the other ([`Names::graph`]).
+    depth: usize,
 }
 
 impl Names {
@@ -410,9 +413,10 @@ impl Names {
             .clone()
     }
 
-    /// The kernels `o` runs (demangled): its kernel, or a graph launch's captured kernels;
-    /// incomplete when a name is unknown, the graph's capture was not seen, or its list may have
-    /// been cut (`record::graphs::OPS_PER_GRAPH` ops kept per graph).
+    /// The kernels `o` runs (demangled): its kernel, or a graph launch's captured kernels (with
+    /// those of graph launches captured into it); incomplete when a name is unknown, the graph's
+    /// capture was not seen, it was built by hand, changed after capture (`changed` too), or its
+    /// list may have been cut (`record::graphs::OPS_PER_GRAPH` ops kept per graph).
     fn kernels_of(&mut self, o: &OpRecord) -> blame::KernelList {
         match o.launch.kind {
             OpKind::Kernel => {
@@ -420,30 +424,44 @@ impl Names {
                 blame::KernelList {
                     complete: name.is_some(),
                     names: name.into_iter().collect(),
+                    changed: false,
                 }
             }
-            OpKind::Graph => match record::graphs::of_exec(o.launch.handle) {
-                Some(g) => {
-                    let kernels: Vec<_> = g
-                        .ops
-                        .iter()
-                        .filter(|c| c.launch.kind == OpKind::Kernel)
-                        .map(|c| self.kernel(c.launch.handle))
-                        .collect();
-                    blame::KernelList {
-                        complete: g.ops.len() < record::graphs::OPS_PER_GRAPH
-                            && kernels.iter().all(Option::is_some),
-                        names: kernels
-                            .into_iter()
-                            .flatten()
-                            .map(|k| stack::demangle(&k))
-                            .collect(),
-                    }
-                }
-                None => blame::KernelList::default(),
-            },
+            OpKind::Graph => self.graph_kernels(o.graph, 0),
             OpKind::Memcpy | OpKind::Memset => blame::KernelList::none(),
         }
+    }
+
+    /// The kernels of the graph a launch ran ([`record::graphs::AtLaunch`]), `depth` graph
+    /// launches deep.
+    fn graph_kernels(&mut self, at: record::graphs::AtLaunch, depth: usize) -> blame::KernelList {
+        let seen = (depth < record::graphs::NESTING_FOLLOWED)
+            .then(|| record::graphs::seen(at))
+            .flatten();
+        let Some(g) = seen else {
+            return blame::KernelList::default();
+        };
+        let mut list = blame::KernelList {
+            names: Vec::new(),
+            complete: g.complete(),
+            changed: g.changed,
+        };
+        for c in &g.info.ops {
+            match c.launch.kind {
+                OpKind::Kernel => match self.kernel(c.launch.handle) {
+                    Some(k) => list.names.push(stack::demangle(&k)),
+                    None => list.complete = false,
+                },
+                OpKind::Graph => {
+                    let inner = self.graph_kernels(c.graph, depth + 1);
+                    list.names.extend(inner.names);
+                    list.complete &= inner.complete;
+                    list.changed |= inner.changed;
+                }
+                OpKind::Memcpy | OpKind::Memset => {}
+            }
+        }
+        list
     }
 
     fn op(&mut self, o: &OpRecord, now: u64, state: &str, with_stack: bool) -> Op {
@@ -462,21 +480,24 @@ impl Names {
             Default::default()
         };
         let graph = match o.launch.kind {
-            OpKind::Graph if with_stack => {
-                record::graphs::of_exec(o.launch.handle).map(|g| self.graph(&g, now))
+            OpKind::Graph if with_stack && self.depth < record::graphs::NESTING_FOLLOWED => {
+                record::graphs::seen(o.graph).map(|g| self.graph(&g, now))
             }
             _ => None,
         };
-        // A graph launch is named by what it runs: "graph: fill, oob_kernel, scale".
+        // A graph launch is named by what it runs: "graph: fill, oob_kernel, scale" (the
+        // kernels of a graph launch captured into it included); no kernel known (a graph built
+        // by hand): no name.
         let kernel = match &graph {
             Some(g) => {
                 let mut names: Vec<&str> = Vec::new();
                 for n in g.ops.iter().filter_map(|op| op.kernel.as_deref()) {
-                    if !names.contains(&n) {
+                    let n = n.strip_prefix("graph: ").unwrap_or(n);
+                    if !n.is_empty() && !names.contains(&n) {
                         names.push(n);
                     }
                 }
-                Some(format!("graph: {}", names.join(", ")))
+                (!names.is_empty()).then(|| format!("graph: {}", names.join(", ")))
             }
             None => symbol.as_deref().map(stack::demangle),
         };
@@ -509,9 +530,13 @@ impl Names {
         }
     }
 
-    /// The captured ops of a graph, each with its capture-time stacks.
-    fn graph(&mut self, g: &record::graphs::GraphInfo, now: u64) -> GraphOps {
+    /// The captured ops of a graph, each with its capture-time stacks (graph launches captured
+    /// into it with theirs, up to `record::graphs::NESTING_FOLLOWED` deep), and whether it was
+    /// changed after capture or built by hand.
+    fn graph(&mut self, g: &record::graphs::Seen, now: u64) -> GraphOps {
+        self.depth += 1;
         let ops = g
+            .info
             .ops
             .iter()
             .enumerate()
@@ -521,10 +546,13 @@ impl Names {
                 op
             })
             .collect();
+        self.depth -= 1;
         GraphOps {
             ops,
-            captured_at: stack::symbolize(g.captured_at.ips(), config::get().stack_depth),
-            captured_by_thread: g.thread,
+            captured_at: stack::symbolize(g.info.captured_at.ips(), config::get().stack_depth),
+            captured_by_thread: g.info.thread,
+            changed_after_capture: g.changed && !g.info.by_hand,
+            built_by_hand: g.info.by_hand,
         }
     }
 }

@@ -283,14 +283,28 @@ pub struct PythonFrames {
     pub python_stack_borrowed_from: Option<usize>,
 }
 
-/// The kernels captured into a graph, and where the capture began.
+/// The kernels captured into a graph, and where the capture began: what the executable graph
+/// ran at this launch, as far as cudablame followed it.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct GraphOps {
-    /// Captured ops in capture order (`seq` is the position in the graph, from 1).
+    /// Captured ops in capture order (`seq` is the position in the graph, from 1). A graph launch
+    /// captured into the graph is one op of kind `graph`, with its own `graph`.
     pub ops: Vec<Op>,
-    /// Stack of the thread at `cuStreamBeginCapture`.
+    /// Stack of the thread at `cuStreamBeginCapture` (for a graph built by hand: at
+    /// `cuGraphCreate`).
     pub captured_at: Vec<Frame>,
     pub captured_by_thread: u32,
+    /// The graph or this executable graph was changed before this launch in a way cudablame does
+    /// not follow (CUDA driver API "Graph Management": a node's parameters set, a node added,
+    /// destroyed, enabled or disabled, a capture into an existing graph): `ops` are what was
+    /// captured, not necessarily what ran, and a device-side assert cannot make the verdict exact
+    /// through them. False in reports written before this field existed.
+    #[serde(default)]
+    pub changed_after_capture: bool,
+    /// The graph was built by hand (`cuGraphCreate`), never captured: `ops` is empty and what it
+    /// runs is unknown. False in reports written before this field existed.
+    #[serde(default)]
+    pub built_by_hand: bool,
 }
 
 #[derive(Serialize, Deserialize, Debug)]

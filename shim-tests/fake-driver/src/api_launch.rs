@@ -16,7 +16,7 @@ const MAX_GRID: [c_uint; 3] = [i32::MAX as c_uint, 65535, 65535];
 
 /// `CUDA_ERROR_INVALID_VALUE` for a zero dimension, more than 1024 threads per block or a
 /// dimension above the device limits.
-fn check_dims(grid: [c_uint; 3], block: [c_uint; 3]) -> Res<()> {
+pub(crate) fn check_dims(grid: [c_uint; 3], block: [c_uint; 3]) -> Res<()> {
     let threads: u64 = block.iter().map(|&b| u64::from(b)).product();
     let within =
         |dims: [c_uint; 3], max: [c_uint; 3]| dims.iter().zip(max).all(|(&d, m)| d >= 1 && d <= m);

@@ -96,27 +96,120 @@ impl Capture {
     }
 }
 
-/// A captured graph: its nodes in capture order.
-pub struct Graph {
-    /// The captured ops.
-    pub nodes: Vec<Op>,
-    /// One byte per node; node handles are the addresses of these bytes.
-    node_ids: Box<[u8]>,
+/// One node of a graph: its `CUgraphNode` handle and the op it runs.
+#[derive(Clone)]
+pub struct Node {
+    /// The handle: the address of a leaked byte, unique for the life of the process. An
+    /// executable graph keeps the handles of the graph it was instantiated from (its nodes are
+    /// named by them, as in CUDA); a clone's nodes get new ones.
+    pub handle: usize,
+    /// What the node runs.
+    pub op: Op,
 }
 
-impl Graph {
-    /// The `CUgraphNode` handle of node `i`.
-    pub fn node_handle(&self, i: usize) -> *mut std::ffi::c_void {
-        self.node_ids
-            .get(i)
-            .map_or(std::ptr::null_mut(), |b| b as *const u8 as *mut _)
+impl Node {
+    /// A node with a new handle.
+    pub fn new(op: Op) -> Node {
+        Node {
+            handle: Box::leak(Box::new(0u8)) as *mut u8 as usize,
+            op,
+        }
     }
 }
 
-/// An instantiated graph.
+/// A graph (captured, built by hand or cloned): its nodes in the order they were added, the
+/// order `cuGraphLaunch` runs them in.
+pub struct Graph {
+    /// The nodes.
+    pub nodes: Mutex<Vec<Node>>,
+}
+
+impl Graph {
+    /// The `CUgraphNode` handle of node `i` (NULL past the last).
+    pub fn node_handle(&self, i: usize) -> *mut std::ffi::c_void {
+        self.nodes
+            .lock()
+            .get(i)
+            .map_or(std::ptr::null_mut(), |n| n.handle as *mut _)
+    }
+}
+
+/// An instantiated graph: a copy of its graph's nodes, handles included.
 pub struct GraphExec {
-    /// The ops enqueued, in order, by `cuGraphLaunch`.
-    pub nodes: Vec<Op>,
+    /// The nodes `cuGraphLaunch` enqueues, in order.
+    pub nodes: Mutex<Vec<Node>>,
+}
+
+/// Destroyed graphs and executable graphs whose addresses `FAKE_CUDA_REUSE_HANDLES=1` hands out
+/// again (the most recently destroyed first).
+static FREED_GRAPHS: Mutex<Vec<&'static Graph>> = parking_lot::const_mutex(Vec::new());
+static FREED_EXECS: Mutex<Vec<&'static GraphExec>> = parking_lot::const_mutex(Vec::new());
+
+/// Whether `FAKE_CUDA_REUSE_HANDLES` is set (to anything but empty or `0`): a destroyed graph's
+/// or executable graph's address is handed out again by the next graph or executable graph
+/// created, as a real driver may do with freed memory.
+pub fn reuse_handles() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("FAKE_CUDA_REUSE_HANDLES").is_ok_and(|v| !v.is_empty() && v != "0")
+    })
+}
+
+/// A new live graph holding `nodes` (at a destroyed graph's address under
+/// `FAKE_CUDA_REUSE_HANDLES`).
+pub fn new_graph(nodes: Vec<Node>) -> &'static Graph {
+    if let Some(g) = FREED_GRAPHS.lock().pop() {
+        *g.nodes.lock() = nodes;
+        GRAPHS.add(g);
+        crate::trace!("graph {:p} reused", g);
+        return g;
+    }
+    GRAPHS.insert(Graph {
+        nodes: parking_lot::const_mutex(nodes),
+    })
+}
+
+/// A new live executable graph running `nodes` (at a destroyed one's address under
+/// `FAKE_CUDA_REUSE_HANDLES`).
+pub fn new_exec(nodes: Vec<Node>) -> &'static GraphExec {
+    if let Some(e) = FREED_EXECS.lock().pop() {
+        *e.nodes.lock() = nodes;
+        EXECS.add(e);
+        crate::trace!("executable graph {:p} reused", e);
+        return e;
+    }
+    EXECS.insert(GraphExec {
+        nodes: parking_lot::const_mutex(nodes),
+    })
+}
+
+/// `cuGraphDestroy`: `Err(INVALID_HANDLE)` unless `handle` is a live graph.
+pub fn destroy_graph(handle: *const std::ffi::c_void) -> Res<()> {
+    let g = GRAPHS.remove(handle).ok_or(errors::INVALID_HANDLE)?;
+    if reuse_handles() {
+        g.nodes.lock().clear();
+        FREED_GRAPHS.lock().push(g);
+    }
+    Ok(())
+}
+
+/// `cuGraphExecDestroy`: `Err(INVALID_HANDLE)` unless `handle` is a live executable graph.
+/// Launches already enqueued keep their copies of its ops.
+pub fn destroy_exec(handle: *const std::ffi::c_void) -> Res<()> {
+    let e = EXECS.remove(handle).ok_or(errors::INVALID_HANDLE)?;
+    if reuse_handles() {
+        e.nodes.lock().clear();
+        FREED_EXECS.lock().push(e);
+    }
+    Ok(())
+}
+
+/// The live graph holding the node `handle`, if any.
+pub fn graph_of_node(handle: usize) -> Option<&'static Graph> {
+    GRAPHS
+        .live()
+        .into_iter()
+        .find(|g| g.nodes.lock().iter().any(|n| n.handle == handle))
 }
 
 /// The calling thread's capture mode.
@@ -187,8 +280,7 @@ pub fn end(stream: &'static Stream) -> Res<&'static Graph> {
         return Err(errors::STREAM_CAPTURE_INVALIDATED);
     }
     let nodes = std::mem::take(&mut *capture.nodes.lock());
-    let node_ids = vec![0u8; nodes.len()].into_boxed_slice();
-    Ok(GRAPHS.insert(Graph { nodes, node_ids }))
+    Ok(new_graph(nodes.into_iter().map(Node::new).collect()))
 }
 
 /// `cuStreamIsCapturing`.

@@ -1,8 +1,9 @@
 //! Handle registries.
 //!
 //! Every object the fake hands out (context, stream, event, module, function, graph, ...) is a
-//! leaked `Box`, so its address stays valid (and is never reused) for the life of the process,
-//! even after the object is "destroyed". A [`Registry`] records which addresses are live handles
+//! leaked `Box`, so its address stays valid for the life of the process, even after the object
+//! is "destroyed"; it is never reused, except graphs and executable graphs under
+//! `FAKE_CUDA_REUSE_HANDLES=1` (`capture::new_graph`), which re-register a destroyed object. A [`Registry`] records which addresses are live handles
 //! of one kind; an incoming handle is dereferenced only if its registry knows it, so garbage or
 //! destroyed handles produce `CUDA_ERROR_INVALID_HANDLE` instead of a crash.
 
@@ -49,12 +50,9 @@ impl<T: 'static> Registry<T> {
 
     /// Every live object, in address order.
     pub fn live(&self) -> Vec<&'static T> {
-        let addresses: Vec<usize> = self.live.lock().iter().copied().collect();
+        let live = self.live.lock();
         // SAFETY: as in `get`: registered addresses are leaked `T`s, never freed.
-        addresses
-            .into_iter()
-            .map(|a| unsafe { &*(a as *const T) })
-            .collect()
+        live.iter().map(|&a| unsafe { &*(a as *const T) }).collect()
     }
 
     /// Unregisters `handle`; returns the object if it was live.

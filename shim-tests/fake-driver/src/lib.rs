@@ -97,9 +97,11 @@
 //! `cuStreamDestroy_v2`, `cuEventDestroy_v2`, and the pure bookkeeping / teardown calls
 //! `cuCtxSetCurrent`, `cuCtxPushCurrent_v2`, `cuCtxPopCurrent_v2`, `cuCtxDestroy_v2`,
 //! `cuDevicePrimaryCtxRetain`, `cuDevicePrimaryCtxRelease_v2`, `cuThreadExchangeStreamCaptureMode`,
-//! `cuGraphDestroy`, `cuGraphExecDestroy`, `cuGraphGetNodes`. A context of another device is
-//! unaffected, and so is one created after the fault (the real driver 580 fails that
-//! `cuCtxCreate` with the error).
+//! and the graph calls that enqueue nothing (`cuGraphDestroy`, `cuGraphExecDestroy`,
+//! `cuGraphGetNodes`, `cuGraphCreate`, `cuGraphClone`, `cuGraphAddKernelNode[_v2]`,
+//! `cuGraphKernelNodeSetParams[_v2]`, `cuGraphExecKernelNodeSetParams[_v2]`,
+//! `cuGraphExecUpdate_v2`). A context of another device is unaffected, and so is one created
+//! after the fault (the real driver 580 fails that `cuCtxCreate` with the error).
 //!
 //! ## Launches
 //!
@@ -129,6 +131,30 @@
 //! invalidates. `cuStreamIsCapturing` is always safe. Events recorded in a capture fork other
 //! streams into it through `cuStreamWaitEvent`; querying/synchronizing such an event returns 907.
 //!
+//! Graphs can also be built and edited by hand. A graph is a list of nodes, run in the order they
+//! were added (dependencies are checked to be nodes of the graph, not followed); node handles
+//! are unique for the process (`cuGraphGetNodes` returns them).
+//! * `cuGraphCreate(CUgraph*, 0)`: an empty graph; `cuGraphClone`: a copy with new node handles.
+//! * `cuGraphAddKernelNode_v2` (CUDA 12 `CUDA_KERNEL_NODE_PARAMS`: `func`, or `kern` when `func`
+//!   is NULL) and `cuGraphAddKernelNode` (the CUDA 10 struct, `func` only): appends a kernel node;
+//!   a function the fake did not hand out or a bad dimension gives `CUDA_ERROR_INVALID_VALUE`.
+//! * `cuGraphKernelNodeSetParams[_v2](node, params)`: replaces the kernel of a kernel node in its
+//!   graph (executable graphs instantiated before keep the old one, as in CUDA).
+//! * `cuGraphExecKernelNodeSetParams[_v2](exec, node, params)`: replaces it in the executable
+//!   graph only (`node` is the graph's node it was instantiated from); launches already enqueued
+//!   keep the old one.
+//! * `cuGraphExecUpdate_v2(exec, graph, info)`: the executable graph takes the graph's ops when
+//!   both have as many nodes of the same kinds in order, else `CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE`
+//!   (910) with `info->result` = `CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED`.
+//! * `cuGraphDestroy`, `cuGraphExecDestroy`: the handle is dead (`CUDA_ERROR_INVALID_HANDLE` for
+//!   later use); with `FAKE_CUDA_REUSE_HANDLES=1` the next graph (captured, created or cloned) or
+//!   executable graph is given the most recently destroyed one's address, as a real driver may
+//!   hand out freed memory again.
+//!
+//! The CUDA 10.2 `cuGraphExecUpdate`, `cuGraphAddNode[_v2]`, `cuGraphNodeSetParams`,
+//! `cuGraphExecNodeSetParams`, `cuGraphAddChildGraphNode`, `cuGraphExecChildGraphNodeSetParams`,
+//! `cuGraphNodeSetEnabled` and `cuGraphDestroyNode` are not faked.
+//!
 //! ## Entry-point resolution
 //!
 //! `cuGetProcAddress[_v2]` resolves through a static table ([`resolve`]), never `dlsym`.
@@ -137,6 +163,8 @@
 //!
 //! * `FAKE_CUDA_DEVICES=N`: number of devices (default 2).
 //! * `FAKE_CUDA_NO_STREAM_MEMOPS=1`: stream memory operations unsupported.
+//! * `FAKE_CUDA_REUSE_HANDLES=1`: a destroyed graph's or executable graph's address is handed out
+//!   again by the next one created (see "Stream capture and graphs").
 //! * `FAKE_CUDA_TRACE=1`: log enqueues, executions, discards and faults to stderr.
 
 /// Defines a plain export and its per-thread-default-stream twin (`_ptsz` / `_ptds`), both

@@ -109,6 +109,29 @@ pub const VERSIONED: &[(&str, &[(i32, &str)])] = &[
         "cuGetProcAddress",
         &[(11030, "cuGetProcAddress"), (12000, "cuGetProcAddress_v2")],
     ),
+    (
+        "cuGraphAddKernelNode",
+        &[
+            (10000, "cuGraphAddKernelNode"),
+            (12000, "cuGraphAddKernelNode_v2"),
+        ],
+    ),
+    (
+        "cuGraphKernelNodeSetParams",
+        &[
+            (10000, "cuGraphKernelNodeSetParams"),
+            (12000, "cuGraphKernelNodeSetParams_v2"),
+        ],
+    ),
+    (
+        "cuGraphExecKernelNodeSetParams",
+        &[
+            (10010, "cuGraphExecKernelNodeSetParams"),
+            (12000, "cuGraphExecKernelNodeSetParams_v2"),
+        ],
+    ),
+    // The CUDA 10.2 `cuGraphExecUpdate` (error node and result out-pointers) is not faked.
+    ("cuGraphExecUpdate", &[(12000, "cuGraphExecUpdate_v2")]),
 ];
 
 /// The CUDA version that introduced an unversioned export (2000 unless listed).
@@ -126,7 +149,9 @@ pub fn introduced(export: &str) -> i32 {
         | "cuGraphLaunch"
         | "cuGraphGetNodes"
         | "cuGraphDestroy"
-        | "cuGraphExecDestroy" => 10000,
+        | "cuGraphExecDestroy"
+        | "cuGraphCreate"
+        | "cuGraphClone" => 10000,
         "cuThreadExchangeStreamCaptureMode" => 10010,
         "cuMemAllocAsync" | "cuMemFreeAsync" => 11020,
         "cuGraphInstantiateWithFlags" => 11040,
@@ -222,7 +247,9 @@ export_table! {
     cuStreamBeginCapture_v2_ptsz, cuStreamEndCapture, cuStreamEndCapture_ptsz,
     cuStreamIsCapturing, cuStreamIsCapturing_ptsz, cuThreadExchangeStreamCaptureMode,
     cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphLaunch_ptsz, cuGraphGetNodes,
-    cuGraphDestroy, cuGraphExecDestroy,
+    cuGraphDestroy, cuGraphExecDestroy, cuGraphCreate, cuGraphClone, cuGraphAddKernelNode,
+    cuGraphAddKernelNode_v2, cuGraphKernelNodeSetParams, cuGraphKernelNodeSetParams_v2,
+    cuGraphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams_v2, cuGraphExecUpdate_v2,
 }
 
 #[cfg(test)]

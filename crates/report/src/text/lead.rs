@@ -128,6 +128,7 @@ pub(super) fn lead(out: &mut String, r: &Report, device_assert: Option<&str>) {
                     );
                 }
             }
+            graph_caveat(out, o);
         }
         None => {
             let _ = writeln!(out, "{:<10}not identified ({confidence})", "culprit:");
@@ -151,6 +152,19 @@ pub(super) fn lead(out: &mut String, r: &Report, device_assert: Option<&str>) {
             let _ = writeln!(out, "{:<10}{}{noticed}", "reported:", c.entry_point);
         }
     }
+}
+
+/// For a graph launch whose kernel list is not known to be what it ran, one line saying so.
+fn graph_caveat(out: &mut String, o: &crate::model::Op) {
+    let Some(g) = &o.graph else { return };
+    let caveat = if g.built_by_hand {
+        "built by hand (cuGraphCreate): its kernels are unknown"
+    } else if g.changed_after_capture {
+        "changed after capture: the kernels named are the captured ones, what ran may differ"
+    } else {
+        return;
+    };
+    let _ = writeln!(out, "{:<10}{caveat}", "graph:");
 }
 
 /// Window entries the lead block lists (the rest are counted; `cudablame show --verbose` and

@@ -236,6 +236,37 @@ mod tests {
     }
 
     #[test]
+    fn a_graph_culprit_not_run_as_captured_says_so() {
+        let mut r = sample();
+        let op = r.culprit.op.as_mut().unwrap();
+        op.kind = crate::model::OpKind::Graph;
+        op.kernel = Some("graph: fill".into());
+        let graph = |changed, by_hand| crate::model::GraphOps {
+            ops: Vec::new(),
+            captured_at: Vec::new(),
+            captured_by_thread: 1,
+            changed_after_capture: changed,
+            built_by_hand: by_hand,
+        };
+        op.graph = Some(graph(false, false));
+        assert!(!render(&r).contains("graph:    "), "{}", render(&r));
+        r.culprit.op.as_mut().unwrap().graph = Some(graph(true, false));
+        let text = render(&r);
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("graph:    changed after capture"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(lines[at - 1].starts_with("launched:"), "{text}");
+        r.culprit.op.as_mut().unwrap().graph = Some(graph(false, true));
+        assert!(
+            render(&r).contains("graph:    built by hand (cuGraphCreate)"),
+            "{}",
+            render(&r)
+        );
+    }
+
+    #[test]
     fn a_window_verdict_lists_its_ops_in_stream_order() {
         use crate::model::{Candidate, Confidence};
         let mut r = sample();
