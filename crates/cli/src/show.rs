@@ -162,7 +162,54 @@ fn parse_named(bytes: &[u8], name: &str) -> Result<Loaded, String> {
             ))
         }
     }
+    let mut value = value;
+    escape_control_characters(&mut value);
     serde_json::from_value(value)
         .map(|r| Loaded::Report(Box::new(r)))
         .map_err(|e| format!("{name} is not a cudablame report: {e}"))
+}
+
+/// Replaces every control character (newlines and escape sequences included) in the report's
+/// strings with its Rust escape (`cudablame_report::text::printable`): a report written by
+/// cudablame has none where the text puts a string, but an edited or foreign one could move the
+/// cursor, clear the screen or forge lines on the terminal `show` prints to.
+fn escape_control_characters(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(s) => {
+            if let std::borrow::Cow::Owned(clean) = text::printable(s) {
+                *s = clean;
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(escape_control_characters),
+        serde_json::Value::Object(fields) => {
+            fields.values_mut().for_each(escape_control_characters)
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_of_a_report_never_reach_the_terminal() {
+        let mut r = cudablame_report::fixtures::sample();
+        if let Some(op) = r.culprit.op.as_mut() {
+            op.kernel = Some("evil\u{1b}[2J\nculprit: forged (exact)".to_string());
+        }
+        let json = serde_json::to_vec(&r).unwrap();
+        let Ok(Loaded::Report(read)) = parse_named(&json, "r.json") else {
+            panic!("not read back");
+        };
+        for verbose in [false, true] {
+            let text = cudablame_report::text::render_read(&read, verbose);
+            assert!(!text.contains('\u{1b}'), "{text}");
+            assert!(
+                !text.lines().any(|l| l.starts_with("culprit: forged")),
+                "{text}"
+            );
+            assert!(text.contains("evil\\u{1b}[2J\\nculprit: forged"), "{text}");
+        }
+    }
 }

@@ -339,12 +339,18 @@ fn render(found: &[Found]) -> String {
         .filter_map(|f| f.report.process.world_size)
         .max();
     let reported: BTreeSet<u32> = found.iter().map(|f| f.report.process.rank).collect();
-    // Ranks without a report are listed one per line; a world size beyond this (a bad variable in
-    // some report) is not expanded into lines.
-    const LISTED_RANKS: u32 = 65_536;
-    let missing: Vec<u32> = (0..world.unwrap_or(0).min(LISTED_RANKS))
-        .filter(|r| !reported.contains(r))
-        .collect();
+    // Ranks without a report, as runs of consecutive ranks (first, last): one line each, so a
+    // huge world size (a bad variable in some report) is a line, not millions.
+    // Only a known world size says which ranks the job had.
+    let mut missing: Vec<(u32, u32)> = Vec::new();
+    let mut next = 0u32;
+    let below_world = reported.iter().filter(|&&r| world.is_some_and(|w| r < w));
+    for &r in below_world.chain(world.iter()) {
+        if r > next {
+            missing.push((next, r - 1));
+        }
+        next = next.max(r.saturating_add(1));
+    }
     let jobs: BTreeSet<&str> = found
         .iter()
         .filter_map(|f| f.report.process.job_id.as_deref())
@@ -421,17 +427,21 @@ fn render(found: &[Found]) -> String {
     .iter()
     .map(|s| s.to_string())
     .collect::<Vec<_>>()];
+    let ranks = |&(first, last): &(u32, u32)| match first == last {
+        true => first.to_string(),
+        false => format!("{first}-{last}"),
+    };
     let mut missing_left = missing.iter().peekable();
-    let missing_row = |rank: u32| {
-        let mut row = vec![rank.to_string()];
+    let missing_row = |run: &(u32, u32)| {
+        let mut row = vec![ranks(run)];
         row.extend(std::iter::repeat_n("-".to_string(), 6));
         row.push(NO_REPORT.to_string());
         row
     };
     for f in &by_rank {
         let r = &f.report;
-        while let Some(&&m) = missing_left.peek() {
-            if m > r.process.rank {
+        while let Some(&m) = missing_left.peek() {
+            if m.0 > r.process.rank {
                 break;
             }
             rows.push(missing_row(m));
@@ -453,7 +463,7 @@ fn render(found: &[Found]) -> String {
             status.into(),
         ]);
     }
-    for &m in missing_left {
+    for m in missing_left {
         rows.push(missing_row(m));
     }
     out.push_str(&table(&rows));
@@ -477,7 +487,8 @@ fn render(found: &[Found]) -> String {
         let _ = writeln!(out, "  rank {}: {}", f.report.process.rank, verdict(f));
     }
     for m in &missing {
-        let _ = writeln!(out, "  rank {m}: {NO_REPORT}");
+        let s = if m.0 == m.1 { "" } else { "s" };
+        let _ = writeln!(out, "  rank{s} {}: {NO_REPORT}", ranks(m));
     }
     out
 }
@@ -554,6 +565,21 @@ mod tests {
         for r in [0, 2, 4] {
             assert!(out.contains(&format!("rank {r}: {NO_REPORT}")), "{out}");
         }
+    }
+
+    #[test]
+    fn ranks_without_a_report_are_runs_of_ranks() {
+        // A world size of a million (a bad variable, or a real job): a line per run of missing
+        // ranks, not one per rank.
+        let out = render(&[found(3, 10, 0, Some(1_000_000)), found(7, 11, 5, None)]);
+        let lines: Vec<&str> = out.lines().collect();
+        let ranks: Vec<&str> = lines[2..7]
+            .iter()
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(ranks, ["0-2", "3", "4-6", "7", "8-999999"], "{out}");
+        assert!(out.contains("  ranks 8-999999: "), "{out}");
+        assert!(out.lines().count() < 20, "{out}");
     }
 
     #[test]

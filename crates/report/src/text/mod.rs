@@ -43,6 +43,22 @@ pub fn device_assert(r: &Report) -> Option<String> {
     r.culprit.device_assert.as_ref().map(|a| a.text.clone())
 }
 
+/// `s` with each control character (a newline, an escape sequence) replaced by its Rust escape
+/// (`\n`, `\u{1b}`): a path the user configured (`CUDABLAME_REPORT=$'/tmp/a\nb'`) stays on its
+/// line and cannot drive the terminal.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    s.chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
+}
+
 /// Renders the report: the lead block (what to fix), then the details, shortened (the verbose
 /// form is `cudablame show --verbose`). Frames left out are said to be in the JSON report only
 /// when one was written (`r.path` set: the library renders after writing it).
@@ -202,13 +218,13 @@ pub fn render_with(
             s.stream, s.device, s.issued, s.completed
         );
     }
-    if let Some(p) = &r.path {
+    if let Some(p) = r.path.as_deref().map(printable) {
         let _ = writeln!(out, "json report: {p}");
         if !verbose {
             let _ = writeln!(out, "all frames and details: cudablame show --verbose {p}");
         }
     }
-    if let Some(p) = &r.trace_path {
+    if let Some(p) = r.trace_path.as_deref().map(printable) {
         let _ = writeln!(out, "trace: {p} (open in https://ui.perfetto.dev)");
     }
     let _ = writeln!(
@@ -583,6 +599,11 @@ mod tests {
             text.contains("all frames and details: cudablame show --verbose /r/cudablame-h-1.json"),
             "{text}"
         );
+        // A path with a newline (a configured pattern) stays on its line.
+        r.path = Some("/r/a\nb.json".into());
+        let text = render(&r);
+        assert!(text.contains("json report: /r/a\\nb.json\n"), "{text}");
+        assert!(!text.lines().any(|l| l.starts_with("b.json")), "{text}");
         // `show` of a report read from standard input: the JSON is at hand though unnamed.
         r.path = None;
         let text = render_read(&r, false);
