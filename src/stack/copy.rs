@@ -63,7 +63,9 @@ impl StackCopy {
         };
         // SAFETY: [rsp, rsp + len) lies within this thread's own stack (checked above), which is
         // mapped and readable; the destination has room for `len` bytes.
-        unsafe { copy_around_the_cache(regs.rsp as usize as *const u8, &mut self.bytes[..self.len]) }
+        unsafe {
+            copy_around_the_cache(regs.rsp as usize as *const u8, &mut self.bytes[..self.len])
+        }
     }
 
     /// Report time: unwinds the copy into return addresses (up to `depth` frames below the
@@ -174,10 +176,22 @@ mod tests {
             for len in [0, 1, 15, 16, 17, 31, 33, 4096, 4100 - offset] {
                 buf.fill(0xAA);
                 // SAFETY: `src` has 4200 readable bytes, more than any `len`; no overlap.
-                unsafe { copy_around_the_cache(src.as_ptr().add(3), &mut buf[offset..offset + len]) };
-                assert_eq!(&buf[offset..offset + len], &src[3..3 + len], "{offset} {len}");
-                assert!(buf[..offset].iter().all(|&b| b == 0xAA), "{offset} {len}: before");
-                assert!(buf[offset + len..].iter().all(|&b| b == 0xAA), "{offset} {len}: after");
+                unsafe {
+                    copy_around_the_cache(src.as_ptr().add(3), &mut buf[offset..offset + len])
+                };
+                assert_eq!(
+                    &buf[offset..offset + len],
+                    &src[3..3 + len],
+                    "{offset} {len}"
+                );
+                assert!(
+                    buf[..offset].iter().all(|&b| b == 0xAA),
+                    "{offset} {len}: before"
+                );
+                assert!(
+                    buf[offset + len..].iter().all(|&b| b == 0xAA),
+                    "{offset} {len}: after"
+                );
             }
         }
     }
