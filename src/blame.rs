@@ -721,20 +721,29 @@ pub(crate) fn cap_for_code(verdict: &mut Verdict, code: u32, mps: bool) {
 /// unknown (-1) are always in scope, and all are when the reporting context's device is unknown;
 /// streams of other devices never are (their contexts keep working: `two_contexts.cu`).
 pub(crate) fn scope(views: &[StreamView], context: Option<usize>) -> Vec<usize> {
-    let device = context.and_then(|c| views.iter().find(|v| v.context == c).map(|v| v.device));
-    match device {
-        Some(d) if d >= 0 => (0..views.len())
+    match scope_device(views, context) {
+        Some(d) => (0..views.len())
             .filter(|&i| views[i].device == d || views[i].device < 0)
             .collect(),
-        _ => (0..views.len()).collect(),
+        None => (0..views.len()).collect(),
     }
+}
+
+/// The device [`scope`] looks at: the reporting context's, `None` when it is unknown (then
+/// every device's work is judged).
+pub(crate) fn scope_device(views: &[StreamView], context: Option<usize>) -> Option<i32> {
+    context
+        .and_then(|c| views.iter().find(|v| v.context == c).map(|v| v.device))
+        .filter(|&d| d >= 0)
 }
 
 /// Caps a verdict below `exact` when work cudablame never saw may hide the culprit, and says why
 /// in its reason: work enqueued by an entry point it does not record (`cuLaunchHostFunc`, ...)
 /// that may not have completed, a stream whose ring it could not read (busy), or destroyed
 /// streams of the context dropped from the retired list with work possibly unfinished
-/// (`dropped_unfinished`), or `paused`: cudablame was paused at some point of this process
+/// (`dropped_unfinished`), contexts of the device destroyed while work of theirs may not have
+/// completed (`destroyed_contexts`: their streams are forgotten, and a fault of that work stops
+/// the device), or `paused`: cudablame was paused at some point of this process
 /// (`cudablame_pause`, a benchmark switch), and whatever the program enqueued meanwhile, on any
 /// stream, is in no ring.
 pub(crate) fn cap_for_unseen_work(
@@ -742,6 +751,7 @@ pub(crate) fn cap_for_unseen_work(
     views: &[StreamView],
     context: Option<usize>,
     dropped_unfinished: u64,
+    destroyed_contexts: u64,
     paused: bool,
 ) {
     let mut why: Vec<String> = Vec::new();
@@ -773,6 +783,13 @@ pub(crate) fn cap_for_unseen_work(
         why.push(format!(
             "{dropped_unfinished} destroyed stream(s) of the context with possibly unfinished work \
              are no longer kept"
+        ));
+    }
+    if destroyed_contexts > 0 {
+        why.push(format!(
+            "{destroyed_contexts} context(s) of the device were destroyed while their work may \
+             not have completed, and their ops are no longer kept (a fault of that work stops \
+             the device)"
         ));
     }
     if why.is_empty() {
@@ -827,18 +844,27 @@ mod tests {
         views[0].unseen_after = 20;
         views[0].unseen_what = Some("cuLaunchHostFunc");
         let mut v = judge(&views, Some(1));
-        cap_for_unseen_work(&mut v, &views, Some(1), 0, false);
+        cap_for_unseen_work(&mut v, &views, Some(1), 0, 0, false);
         assert_eq!(v.confidence, Confidence::Likely);
         assert!(v.reason.contains("cuLaunchHostFunc"), "{}", v.reason);
         // Unseen work that a later marker proves complete changes nothing.
         views[0].unseen_after = 5;
         let mut v = judge(&views, Some(1));
-        cap_for_unseen_work(&mut v, &views, Some(1), 0, false);
+        cap_for_unseen_work(&mut v, &views, Some(1), 0, 0, false);
         assert_eq!(v.confidence, Confidence::Exact);
         // Dropped destroyed streams with unfinished work, and busy rings, cap it too.
-        cap_for_unseen_work(&mut v, &views, Some(1), 2, false);
+        cap_for_unseen_work(&mut v, &views, Some(1), 2, 0, false);
         assert_eq!(v.confidence, Confidence::Likely);
         assert!(v.reason.contains("2 destroyed stream"), "{}", v.reason);
+        // A context of the device destroyed with unproven work caps it too.
+        let mut v = judge(&views, Some(1));
+        cap_for_unseen_work(&mut v, &views, Some(1), 0, 1, false);
+        assert_eq!(v.confidence, Confidence::Likely);
+        assert!(
+            v.reason.contains("1 context(s) of the device"),
+            "{}",
+            v.reason
+        );
         let mut busy = vec![
             stream(0x10, 1, 4, Some(1), 0, 0),
             stream(0x20, 1, 9, Some(3), 0, 0),
@@ -846,13 +872,13 @@ mod tests {
         busy[1].busy = true;
         busy[1].ops.clear();
         let mut v = judge(&busy[..1], Some(1));
-        cap_for_unseen_work(&mut v, &busy, Some(1), 0, false);
+        cap_for_unseen_work(&mut v, &busy, Some(1), 0, 0, false);
         assert_eq!(v.confidence, Confidence::Likely);
         assert!(v.reason.contains("busy"), "{}", v.reason);
         // A process that was paused (cudablame_pause) has unrecorded work anywhere.
         let mut v = judge(&views, Some(1));
         assert_eq!(v.confidence, Confidence::Exact);
-        cap_for_unseen_work(&mut v, &views, Some(1), 0, true);
+        cap_for_unseen_work(&mut v, &views, Some(1), 0, 0, true);
         assert_eq!(v.confidence, Confidence::Likely);
         assert!(v.reason.contains("cudablame was paused"), "{}", v.reason);
     }

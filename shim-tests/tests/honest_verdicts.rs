@@ -361,3 +361,79 @@ fn a_fault_in_another_context_of_the_device_never_blames_the_current_one() {
         }
     }
 }
+
+/// The culprit is `kernel` or among the window's candidates, and an `exact` verdict names it.
+fn assert_among_candidates(r: &Run, kernel: &str, what: &str) {
+    let rep = r.report();
+    assert_eq!(rep["error"]["code"], 700, "{what}: {}", r.stderr);
+    let culprit = &rep["culprit"];
+    let window: Vec<&str> = (culprit["window"].as_array().into_iter().flatten())
+        .filter_map(|o| o["kernel"].as_str())
+        .collect();
+    assert!(
+        culprit["confidence"] != "exact" || r.culprit()["kernel"] == kernel,
+        "{what}: exact on {} while {kernel} faulted:\n{}",
+        r.culprit()["kernel"],
+        r.stderr
+    );
+    assert!(
+        r.culprit()["kernel"] == kernel
+            || window.contains(&kernel)
+            || culprit["beyond"].is_string()
+            || culprit["not_exact"]
+                .as_str()
+                .is_some_and(|n| n.contains("destroyed")),
+        "{what}: the culprit is not among the candidates and the report does not say so:\n{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("internal error"), "{}", r.stderr);
+}
+
+/// A context destroyed after its work (`cuCtxDestroy` waits for it) whose kernel faulted: the
+/// fault stopped the device, and another context of it reports the error. Its streams are
+/// forgotten with it; its possibly unfinished work now keeps the device's verdicts below
+/// `exact` (with the reason) until a context synchronization on the device proves it did not
+/// fault. Before: `exact` on the other context's healthy kernel, the only op still held.
+#[test]
+fn a_context_destroyed_with_unproven_work_never_leaves_an_exact_verdict_on_another() {
+    let program = compile_with("device_scope", "device_scope", &["-lcuda"]);
+    for markers in ["every", "budget"] {
+        let plain = run(&program, &["destroyed"], false, &[]);
+        let r = run(
+            &program,
+            &["destroyed"],
+            true,
+            &[("CUDABLAME_MARKERS", markers)],
+        );
+        assert_eq!(plain.printed("sync_rc"), "700", "{}", plain.stdout);
+        assert_eq!(r.stdout, plain.stdout, "{markers}");
+        assert_among_candidates(&r, "bad", markers);
+        let not_exact = r.report()["culprit"]["not_exact"].as_str().unwrap_or("");
+        assert!(not_exact.contains("destroyed"), "{markers}: {}", r.stderr);
+        // Work proven by a later successful context synchronization leaves verdicts exact.
+        let r = run(
+            &program,
+            &["proven"],
+            true,
+            &[("CUDABLAME_MARKERS", markers)],
+        );
+        assert_eq!(r.printed("sync_rc"), "700", "{}", r.stdout);
+        assert_named(&r, "bad", 1, "exact");
+    }
+}
+
+/// A call on a stream handle cudablame never recorded, of a faulted context of device 0, made
+/// with a context of device 1 current: `cuStreamGetCtx` fails on it (the sticky error), so its
+/// context is unknown and every device's work is judged. Before: judged as the current
+/// context's, device 1 only: `exact` on its healthy kernel.
+#[test]
+fn a_stream_of_unknown_context_is_never_judged_by_the_current_device() {
+    let program = compile_with("device_scope", "device_scope", &["-lcuda"]);
+    for mode in ["other_device", "other_device_query", "other_device_launch"] {
+        let plain = run(&program, &[mode], false, &[]);
+        let r = run(&program, &[mode], true, &[]);
+        assert_eq!(plain.printed("rc"), "700", "{mode}: {}", plain.stdout);
+        assert_eq!(r.stdout, plain.stdout, "{mode}");
+        assert_among_candidates(&r, "bad", mode);
+    }
+}

@@ -476,8 +476,10 @@ impl Call {
             Call::SyncContext { ctx } | Call::DestroyContext { ctx } if ctx != 0 => ctx,
             // The event's context, which cudablame does not know (0: judge every context).
             Call::ObserveEvent { .. } => 0,
+            // A stream handle whose context is unknown: 0, never the current context's (it may
+            // be another device's: `streams::context_if_known`).
             _ => match self.stream() {
-                Some(raw) => streams::context_of(
+                Some(raw) => streams::context_if_known(
                     driver,
                     StreamId::resolve(raw, ep.per_thread_default(), crate::threads::thread_id()),
                 ),

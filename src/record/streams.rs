@@ -130,6 +130,11 @@ struct Table {
     /// Per context: destroyed streams dropped from the retired list while they may still have
     /// had unfinished work (their work can hide the culprit).
     dropped_unfinished: HashMap<usize, u64>,
+    /// Per device (-1: unknown): contexts destroyed (or reset) while work of theirs may not have
+    /// completed ([`forget_context`]). Their streams are forgotten, but a fault of that work
+    /// stops the device, and another context of it reports the error (fake driver and H200:
+    /// `Context::poison`, `cuda-samples/cross_context.cu`).
+    destroyed_unfinished: HashMap<i32, u64>,
 }
 
 impl Table {
@@ -224,6 +229,21 @@ pub(crate) fn context_of(driver: &Driver, id: StreamId) -> usize {
             c
         }
     }
+}
+
+/// The context stream `id` belongs to as far as it is known, for a report: [`context_of`]'s
+/// answer, except 0 (unknown) for a handle never recorded whose context the driver does not
+/// say. `cuStreamGetCtx` fails with the sticky error on a stream of a faulted context (the fake
+/// driver), so falling back to the current context there judged a context of ANOTHER device:
+/// `exact` on its healthy kernel.
+pub(crate) fn context_if_known(driver: &Driver, id: StreamId) -> usize {
+    let StreamId::Handle(h) = id else {
+        return driver.current_context();
+    };
+    if let Some(&c) = TABLE.get().read().handles.get(&h) {
+        return c;
+    }
+    driver.stream_context(h)
 }
 
 /// The state of stream `id` in its own context ([`context_of`]), created on first use (with its
@@ -353,6 +373,25 @@ pub(crate) fn forget_context(context: usize) {
         return;
     }
     let mut t = TABLE.get().write();
+    // Work of the context that may not have completed (the destroy waited for it, but only a
+    // marker or a synchronization proves it did not fault): counted for its device.
+    let unfinished = t
+        .live
+        .values()
+        .chain(t.retired.iter())
+        .filter(|s| s.context == context && s.may_be_unfinished())
+        .map(|s| s.device)
+        .next()
+        .or_else(|| {
+            t.dropped_unfinished.contains_key(&context).then(|| {
+                (t.live.values().chain(t.retired.iter()))
+                    .find(|s| s.context == context)
+                    .map_or(-1, |s| s.device)
+            })
+        });
+    if let Some(device) = unfinished {
+        *t.destroyed_unfinished.entry(device).or_default() += 1;
+    }
     t.live.retain(|k, _| k.0 != context);
     t.retired.retain(|s| s.context != context);
     t.handles.retain(|_, c| *c != context);
@@ -390,6 +429,44 @@ pub(crate) fn dropped_unfinished(context: usize) -> u64 {
         .get(&context)
         .copied()
         .unwrap_or(0)
+}
+
+/// How many contexts of `device` (`None`: of any device) were destroyed while their work may
+/// not have completed ([`forget_context`]); those of unknown device count for every device.
+pub(crate) fn destroyed_unfinished(device: Option<i32>) -> u64 {
+    let t = TABLE.get().read();
+    t.destroyed_unfinished
+        .iter()
+        .filter(|&(&d, _)| device.is_none_or(|dev| d == dev || d < 0))
+        .map(|(_, &n)| n)
+        .sum()
+}
+
+/// The count of [`destroyed_unfinished`] kept for `device` itself.
+pub(crate) fn destroyed_unfinished_on(device: i32) -> u64 {
+    TABLE
+        .get()
+        .read()
+        .destroyed_unfinished
+        .get(&device)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Forgets `n` of the destroyed contexts of `device` counted by [`destroyed_unfinished`]: a
+/// successful context synchronization on that device that began after they were destroyed
+/// proves their work did not fault (a fault would have stopped the device and failed it).
+pub(crate) fn forget_destroyed_unfinished(device: i32, n: u64) {
+    if n == 0 {
+        return;
+    }
+    let mut t = TABLE.get().write();
+    if let Some(left) = t.destroyed_unfinished.get_mut(&device) {
+        *left = left.saturating_sub(n);
+        if *left == 0 {
+            t.destroyed_unfinished.remove(&device);
+        }
+    }
 }
 
 /// Forgets `n` of the destroyed streams of `context` counted by [`dropped_unfinished`]: a

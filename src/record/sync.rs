@@ -84,8 +84,15 @@ fn mark_tail(driver: &'static real::Driver, s: &StreamState) {
 /// What a call must remember before the real call: the streams a synchronization waits for and
 /// how many ops each had issued; the context a primary-context release or reset may destroy, or
 /// the one a context synchronization waits for, with its count of destroyed streams forgotten
-/// with possibly unfinished work ([`streams::dropped_unfinished`]) when it began.
-pub(crate) struct SyncMark(Vec<(std::sync::Arc<StreamState>, u64)>, usize, u64);
+/// with possibly unfinished work ([`streams::dropped_unfinished`]) when it began, and its device
+/// with the count of that device's contexts destroyed with possibly unfinished work
+/// ([`streams::destroyed_unfinished_on`]) when it began.
+pub(crate) struct SyncMark(
+    Vec<(std::sync::Arc<StreamState>, u64)>,
+    usize,
+    u64,
+    (i32, u64),
+);
 
 /// Before a non-enqueueing call: note the streams a synchronization covers.
 pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
@@ -107,7 +114,7 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             if matches!(call, Call::SyncStream { .. }) && !is_query(ep) {
                 mark_tail(driver, &s);
             }
-            Some(SyncMark(vec![issued(s)], 0, 0))
+            Some(SyncMark(vec![issued(s)], 0, 0, (-1, 0)))
         }
         Call::SyncContext { ctx } => {
             let ctx = if ctx != 0 {
@@ -118,14 +125,25 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             for s in streams::live().iter().filter(|s| s.context == ctx) {
                 mark_tail(driver, s);
             }
+            let list: Vec<_> = streams::all()
+                .into_iter()
+                .filter(|s| s.context == ctx)
+                .map(issued)
+                .collect();
+            // Asked of the driver only while a destroyed context's work is unproven.
+            let destroyed = if streams::destroyed_unfinished(None) > 0 {
+                let device = list
+                    .first()
+                    .map_or_else(|| driver.context_device(ctx), |(s, _)| s.device);
+                (device, streams::destroyed_unfinished_on(device))
+            } else {
+                (-1, 0)
+            };
             Some(SyncMark(
-                streams::all()
-                    .into_iter()
-                    .filter(|s| s.context == ctx)
-                    .map(issued)
-                    .collect(),
+                list,
                 ctx,
                 streams::dropped_unfinished(ctx),
+                destroyed,
             ))
         }
         Call::BeginCapture { .. } => {
@@ -134,8 +152,23 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             CAPTURES_ACTIVE.fetch_add(1, Ordering::AcqRel);
             None
         }
-        Call::PrimaryContext { dev, .. } => {
-            Some(SyncMark(Vec::new(), driver.active_primary_context(dev), 0))
+        Call::PrimaryContext { dev, .. } => Some(SyncMark(
+            Vec::new(),
+            driver.active_primary_context(dev),
+            0,
+            (-1, 0),
+        )),
+        Call::DestroyContext { ctx } => {
+            // The last chance to prove the context's finished work complete (as for a destroyed
+            // stream): a marker behind each unproven tail, which the destroy waits for. Work left
+            // unproven counts for the device after the destroy (`streams::forget_context`).
+            // Only the current context's streams (a refused marker turns markers off).
+            if ctx != 0 && ctx == driver.current_context() {
+                for s in streams::live().iter().filter(|s| s.context == ctx) {
+                    mark_tail(driver, s);
+                }
+            }
+            None
         }
         Call::DestroyStream { stream } => {
             // The last chance to prove a recorded stream's tail complete: the handle is still
@@ -168,14 +201,17 @@ pub(crate) fn after(
     entry: &EntryRegs,
 ) {
     if rc == CUDA_SUCCESS {
-        if let Some(SyncMark(list, ctx, dropped)) = &mark {
+        if let Some(SyncMark(list, ctx, dropped, (device, destroyed))) = &mark {
             for &(ref s, n) in list {
                 s.host_completed.fetch_max(n, Ordering::AcqRel);
             }
             // The context's synchronization waited for the work of its destroyed streams that
-            // were only counted when it began (a destroyed stream gets no new work).
+            // were only counted when it began (a destroyed stream gets no new work), and its
+            // success proves that the device had no fault: the work of the device's contexts
+            // destroyed before it began did not fault.
             if matches!(call, Call::SyncContext { .. }) {
                 streams::forget_dropped_unfinished(*ctx, *dropped);
+                streams::forget_destroyed_unfinished(*device, *destroyed);
             }
         }
     }

@@ -229,7 +229,16 @@ fn build(
                 .into_iter()
                 .map(record::streams::dropped_unfinished)
                 .sum();
-            blame::cap_for_unseen_work(&mut v, &views, context, dropped, record::ever_paused());
+            let destroyed =
+                record::streams::destroyed_unfinished(blame::scope_device(&views, context));
+            blame::cap_for_unseen_work(
+                &mut v,
+                &views,
+                context,
+                dropped,
+                destroyed,
+                record::ever_paused(),
+            );
             blame::cap_for_code(&mut v, rc, mps_client());
             let op = v
                 .culprit

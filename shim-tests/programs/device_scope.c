@@ -1,0 +1,93 @@
+/* The device scope of a verdict (blame::scope) against contexts cudablame no longer keeps or
+ * never asked about, on the fake driver (linked with -lcuda). A fault stops the device: every
+ * context of it reports the error; other devices' contexts never do.
+ *
+ * Usage: device_scope MODE
+ *   destroyed      contexts A and B on device 0. B runs a healthy 300 ms kernel; A a kernel that
+ *                  faults (700) after 30 ms; A is destroyed (cuCtxDestroy waits for its work, the
+ *                  fault stops the device); then B's cuCtxSynchronize returns 700. B's healthy
+ *                  kernel is the one op cudablame still holds: never `exact` on it.
+ *   proven         the same A destroyed with B current (no marker can be added to A's tail), its
+ *                  work a quick healthy kernel; B's cuCtxSynchronize succeeds (the destroyed work
+ *                  did not fault); then B's kernel that faults, and B's cuCtxSynchronize: `exact`.
+ *   other_device   context A on device 0 runs the faulting kernel on stream sa; context D on
+ *                  device 1 a healthy 400 ms kernel. With D current, after the fault, a call on
+ *                  A's stream sa2 that cudablame never recorded (cuStreamSynchronize, or with
+ *                  "query": cuStreamQuery, "launch": a launch onto it) returns A's 700:
+ *                  never `exact` on D's healthy kernel (another device).
+ * Prints destroy_rc=, sync_rc= (the synchronization that returns the error) or rc=; exit 0. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "cuda_min.h"
+#include "check.h"
+
+static const char *MODULE =
+    "// fake: bad fault=700 delay_us=30000\n"
+    "// fake: healthy delay_us=300000\n"
+    "// fake: quick\n";
+
+static CUfunction get(CUmodule m, const char *name) {
+    CUfunction f;
+    check(name, cuModuleGetFunction(&f, m, name));
+    return f;
+}
+
+static void launch(CUfunction f, CUstream s) {
+    check("launch", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "destroyed";
+    CUdevice d0, d1;
+    CUcontext a, b;
+    CUmodule ma, mb;
+    CUstream sa, sa2, sb;
+    check("cuInit", cuInit(0));
+    check("dev0", cuDeviceGet(&d0, 0));
+    check("dev1", cuDeviceGet(&d1, 1));
+    /* B: on device 0, or on device 1 for other_device (there called D). */
+    check("ctx b", cuCtxCreate_v2(&b, 0, strncmp(mode, "other_device", 12) ? d0 : d1));
+    check("load b", cuModuleLoadData(&mb, MODULE));
+    check("stream b", cuStreamCreate(&sb, 1));
+    check("ctx a", cuCtxCreate_v2(&a, 0, d0));
+    check("load a", cuModuleLoadData(&ma, MODULE));
+    check("stream a", cuStreamCreate(&sa, 1));
+    check("stream a2", cuStreamCreate(&sa2, 1));
+    if (!strcmp(mode, "destroyed")) {
+        check("set b", cuCtxSetCurrent(b));
+        launch(get(mb, "healthy"), sb);
+        check("set a", cuCtxSetCurrent(a));
+        launch(get(ma, "bad"), sa);
+        printf("destroy_rc=%d\n", cuCtxDestroy_v2(a));
+        check("set b", cuCtxSetCurrent(b));
+        printf("sync_rc=%d\n", cuCtxSynchronize());
+    } else if (!strcmp(mode, "proven")) {
+        CUfunction quick = get(ma, "quick");
+        for (int i = 0; i < 5; i++) launch(quick, sa);
+        check("set b", cuCtxSetCurrent(b));
+        printf("destroy_rc=%d\n", cuCtxDestroy_v2(a));
+        check("healthy sync", cuCtxSynchronize());
+        launch(get(mb, "bad"), sb);
+        printf("sync_rc=%d\n", cuCtxSynchronize());
+    } else if (!strncmp(mode, "other_device", 12)) {
+        const char *call = mode[12] == '_' ? mode + 13 : "sync";
+        CUfunction healthy = get(mb, "healthy");
+        launch(get(ma, "bad"), sa);
+        check("set d", cuCtxSetCurrent(b));
+        launch(healthy, sb);
+        usleep(100000);
+        CUresult rc;
+        if (!strcmp(call, "query"))
+            rc = cuStreamQuery(sa2);
+        else if (!strcmp(call, "launch"))
+            rc = cuLaunchKernel(healthy, 1, 1, 1, 32, 1, 1, 0, sa2, NULL, NULL);
+        else
+            rc = cuStreamSynchronize(sa2);
+        printf("rc=%d\n", rc);
+    } else {
+        printf("unknown mode\n");
+        return 2;
+    }
+    return 0;
+}
