@@ -70,7 +70,10 @@ pub(crate) fn hook(
         if !call.is_some_and(|c| c.kept_while_paused()) {
             return match call {
                 Some(Call::Enqueue(_)) => record::cost::paused_op(entered, real_call),
-                _ => real_call(),
+                _ => {
+                    record::cost::break_gap(entered);
+                    real_call()
+                }
             };
         }
     }
@@ -110,7 +113,10 @@ pub(crate) fn hook(
         crate::safety::guarded(|| detect::observe(ep, &call, rc, unrecorded));
     }
     match time {
-        Some(time) => time.finish(ep),
+        Some(time) => {
+            time.finish(ep);
+            record::cost::break_gap(entered);
+        }
         None => record::cost::whole_hook(entered),
     }
     rc

@@ -85,8 +85,8 @@ struct Counters {
     steady_marked: AtomicU64,
     steady_hook_ticks: AtomicU64,
     /// The launching thread's time between one op's hook and its next op's (ticks from a hook's
-    /// exit to the next one's entry, gaps of at most [`BETWEEN_MAX_TICKS`], both ops of the same
-    /// side), while paused (0) and while recording after the first pause (1): the program's own
+    /// exit to the next one's entry, gaps of at most [`BETWEEN_MAX_TICKS`] with no other hooked
+    /// call in them, both ops of the same side), while paused (0) and while recording after the first pause (1): the program's own
     /// work between launches, which recording can slow from outside its hook (caches).
     between_n: [AtomicU64; 2],
     between_ticks: [AtomicU64; 2],
@@ -150,6 +150,16 @@ thread_local! {
 /// The longest gap between two ops' hooks counted in [`Counters::between_ticks`] (about 0.3 ms
 /// at 3 GHz): longer ones are waits (a sync, the host idle), not the program's work per launch.
 const BETWEEN_MAX_TICKS: u64 = 1_000_000;
+
+/// Ends this thread's gap between ops' hooks at a hooked call that records no op (`entered`:
+/// its [`start`] reading, 0 when not measuring): a gap holding other CUDA calls (a blocking copy,
+/// a sync) is not the program's work between two launches, on either side.
+#[inline]
+pub(crate) fn break_gap(entered: u64) {
+    if entered != 0 {
+        let _ = LAST_EXIT.try_with(|last| last.set((0, 0)));
+    }
+}
 
 /// Counts the gap from this thread's last op hook's exit to this one's entry (`entered`) when
 /// both are of `side` (0 paused, 1 recording after the first pause), and notes this hook's exit
@@ -639,4 +649,34 @@ fn print_at_exit_once() {
 
 extern "C" fn print_at_exit() {
     let _ = std::panic::catch_unwind(|| crate::safety::say(&line()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This thread's gap counts of `side`.
+    fn gaps(side: usize) -> u64 {
+        let mut n = 0;
+        with(|c, _| n = c.between_n[side].load(Ordering::Relaxed));
+        n
+    }
+
+    #[test]
+    fn a_gap_between_ops_with_another_call_in_it_is_not_counted() {
+        let before = (gaps(0), gaps(1));
+        between(ticks().max(1), 0); // the first op: no gap before it
+        between(ticks().max(1), 0); // a gap
+        between(ticks().max(1), 0); // a gap
+        break_gap(ticks().max(1)); // a sync between two ops
+        between(ticks().max(1), 0); // no gap: the sync was in it
+        between(ticks().max(1), 0); // a gap
+        between(ticks().max(1), 1); // the other side: no gap across sides
+        between(ticks().max(1), 1); // a gap of that side
+        assert_eq!((gaps(0), gaps(1)), (before.0 + 3, before.1 + 1));
+        // Not measuring (0): nothing is broken or counted.
+        break_gap(0);
+        between(ticks().max(1), 1);
+        assert_eq!(gaps(1), before.1 + 2);
+    }
 }
