@@ -157,8 +157,16 @@ const BETWEEN_MAX_TICKS: u64 = 1_000_000;
 #[inline]
 pub(crate) fn break_gap(entered: u64) {
     if entered != 0 {
-        let _ = LAST_EXIT.try_with(|last| last.set((0, 0)));
+        break_gap_now();
     }
+}
+
+/// [`break_gap`]'s work, out of line: the hook's frame stays as small as without stats (a
+/// launch from a 16 KiB thread must fit: `robust.rs`, small stacks).
+#[cold]
+#[inline(never)]
+fn break_gap_now() {
+    let _ = LAST_EXIT.try_with(|last| last.set((0, 0)));
 }
 
 /// Counts the gap from this thread's last op hook's exit to this one's entry (`entered`) when
@@ -415,6 +423,15 @@ impl OtherCall {
 #[inline]
 pub(crate) fn whole_hook(entered: u64) {
     if entered != 0 {
+        whole_hook_now(entered);
+    }
+}
+
+/// [`whole_hook`]'s work, out of line (as [`break_gap_now`]).
+#[cold]
+#[inline(never)]
+fn whole_hook_now(entered: u64) {
+    {
         let n = ticks().saturating_sub(entered);
         let steady = super::ever_paused();
         with(|c, shared| {
@@ -438,6 +455,13 @@ pub(crate) fn paused_op<T>(entered: u64, f: impl FnOnce() -> T) -> T {
     if entered == 0 {
         return f();
     }
+    paused_op_now(entered, f)
+}
+
+/// [`paused_op`]'s measured form, out of line (as [`break_gap_now`]).
+#[cold]
+#[inline(never)]
+fn paused_op_now<T>(entered: u64, f: impl FnOnce() -> T) -> T {
     let t0 = ticks();
     let r = f();
     let t1 = ticks();

@@ -92,8 +92,18 @@ impl PythonStack {
     /// module doc). In a process that is not CPython this is one atomic load.
     #[inline]
     pub(crate) fn capture(depth: usize) -> PythonStack {
+        match runtime() {
+            Some(rt) => Self::capture_from(rt, depth),
+            None => PythonStack::EMPTY,
+        }
+    }
+
+    /// [`capture`](Self::capture)'s walk, out of line: its frame buffer (512 bytes) is on the
+    /// launching thread's stack only in a CPython process, not in every launch's frame (a launch
+    /// from a 16 KiB thread of a C program must fit: `robust.rs`, small stacks).
+    #[inline(never)]
+    fn capture_from(rt: &'static super::runtime::Runtime, depth: usize) -> PythonStack {
         let mut s = PythonStack::EMPTY;
-        let Some(rt) = runtime() else { return s };
         // Written by the walk up to `s.len`, read only that far.
         let mut walked = [const { MaybeUninit::<FrameRef>::uninit() }; MAX_PYTHON_DEPTH];
         let backward = RECENT_CODE
