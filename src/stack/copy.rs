@@ -10,6 +10,13 @@
 //! against 289-497 without: 256 prefetches of evicted lines stall the launching thread on the
 //! core's few line-fill buffers instead of running ahead. On the simulated driver with
 //! `BENCH_POLLUTE_KB=2048` (`shim-tests/programs/py_bench.py`) it had looked like a gain.
+//! Also measured and reverted (eighth session, same machine, `scripts/gpu-calls/components.sh`
+//! with `LIBS=base=... final=...`, 3 GPT and 2 tiny rounds, stats per op after the first pause):
+//! the copy with non-temporal stores (`movntdq` per 16 bytes, then `sfence`), meant to neither
+//! read the buffer's lines in first nor evict the program's data. The copy phase tripled:
+//! 460-481 ns against 155-224 (GPT step), 296-321 against 130-189 (tiny step); the `sfence`
+//! waits for all 256 write-combining stores to drain. On the simulated driver with 2 MiB of
+//! pollution it had again looked like a gain (163-229 against 236-414 ns).
 //!
 //! The unwind from a copy reads exactly what an unwind at launch time would have read, as long as
 //! the modules that the frames belong to are still loaded: the entry point's registers and the
@@ -64,7 +71,11 @@ impl StackCopy {
         // SAFETY: [rsp, rsp + len) lies within this thread's own stack (checked above), which is
         // mapped and readable; the destination has room for `len` bytes.
         unsafe {
-            copy_around_the_cache(regs.rsp as usize as *const u8, &mut self.bytes[..self.len])
+            std::ptr::copy_nonoverlapping(
+                regs.rsp as usize as *const u8,
+                self.bytes.as_mut_ptr(),
+                self.len,
+            );
         }
     }
 
@@ -85,47 +96,6 @@ impl StackCopy {
         s.set_len(n);
         s.set_generation(self.gen);
         s
-    }
-}
-
-/// Copies `dst.len()` bytes from `src` into `dst` with non-temporal stores (x86-64 SSE2
-/// `movntdq`, then `sfence`; elsewhere a plain copy). A launch's copy is read again only if a
-/// report names its op: written around the cache, it neither waits for the 64 or 128 buffer
-/// lines to be read in first nor evicts that much of the program's own data per launch, which
-/// the program then pays back between launches (the stats' "between ops' hooks").
-///
-/// # Safety
-/// `src` must be readable for `dst.len()` bytes and not overlap `dst`.
-#[inline]
-unsafe fn copy_around_the_cache(src: *const u8, dst: &mut [u8]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-        let len = dst.len();
-        let base = dst.as_mut_ptr();
-        // The unaligned head and the tail go through the cache; the 16-byte aligned body not.
-        let head = base.align_offset(16).min(len);
-        let body = (len - head) & !15;
-        // SAFETY: every range lies within `src` (readable for `len` bytes) and `dst`; the body's
-        // destination is 16-byte aligned, as `_mm_stream_si128` requires; SSE2 is part of
-        // x86-64. The `sfence` orders the streaming stores before the ring lock's release, after
-        // which a report thread may read the copy.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src, base, head);
-            let mut i = head;
-            while i < head + body {
-                let v = _mm_loadu_si128(src.add(i) as *const __m128i);
-                _mm_stream_si128(base.add(i) as *mut __m128i, v);
-                i += 16;
-            }
-            std::ptr::copy_nonoverlapping(src.add(i), base.add(i), len - i);
-            _mm_sfence();
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    // SAFETY: as the caller promises.
-    unsafe {
-        std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len())
     }
 }
 
@@ -166,34 +136,6 @@ mod tests {
             names.iter().any(|n| n.contains("unwinding_a_copy")),
             "{names:?}"
         );
-    }
-
-    #[test]
-    fn the_copy_around_the_cache_copies_every_byte_at_any_alignment() {
-        let src: Vec<u8> = (0..4200u32).map(|i| (i * 7 + 3) as u8).collect();
-        let mut buf = vec![0u8; 4300];
-        for offset in 0..17 {
-            for len in [0, 1, 15, 16, 17, 31, 33, 4096, 4100 - offset] {
-                buf.fill(0xAA);
-                // SAFETY: `src` has 4200 readable bytes, more than any `len`; no overlap.
-                unsafe {
-                    copy_around_the_cache(src.as_ptr().add(3), &mut buf[offset..offset + len])
-                };
-                assert_eq!(
-                    &buf[offset..offset + len],
-                    &src[3..3 + len],
-                    "{offset} {len}"
-                );
-                assert!(
-                    buf[..offset].iter().all(|&b| b == 0xAA),
-                    "{offset} {len}: before"
-                );
-                assert!(
-                    buf[offset + len..].iter().all(|&b| b == 0xAA),
-                    "{offset} {len}: after"
-                );
-            }
-        }
     }
 
     #[test]
