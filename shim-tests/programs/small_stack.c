@@ -11,8 +11,10 @@
  * Prints `create_rc=N` (pthread_create's result; 0 for altstack) and `thread_rc=N` (the last
  * CUDA result, or 0 for plain). A preloaded library's thread-locals are carved out of every
  * thread's stack (static TLS), and its work on a call runs on the caller's stack: the program
- * must see the same results with and without it. */
+ * must see the same results with and without it. SMALL_STACK_PAD=N in the environment: the
+ * thread first uses N bytes of its stack (a headroom check). */
 #define _GNU_SOURCE
+#include <alloca.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,7 +27,10 @@ static CUfunction fill, bad, refused;
 static const char *mode;
 static int thread_rc = -1;
 
-static void *body(void *arg) {
+/* SMALL_STACK_PAD=N: the thread uses N bytes of its stack before its calls (headroom checks). */
+static size_t pad_bytes;
+
+__attribute__((noinline)) static void *calls(void *arg) {
     CUresult rc = CUDA_SUCCESS;
     if (!strcmp(mode, "plain")) {
         volatile char buf[4096];
@@ -50,6 +55,15 @@ static void *body(void *arg) {
     return arg;
 }
 
+static void *body(void *arg) {
+    char *pad = pad_bytes ? alloca(pad_bytes) : NULL;
+    if (pad) memset(pad, 1, pad_bytes);
+    __asm__ volatile("" : : "r"(pad) : "memory");
+    void *r = calls(arg);
+    __asm__ volatile("" : : "r"(pad) : "memory");
+    return r;
+}
+
 static void sync_in_handler(int sig) {
     (void)sig;
     thread_rc = (int)cuCtxSynchronize();
@@ -59,6 +73,7 @@ int main(int argc, char **argv) {
     if (argc < 3) return 2;
     size_t kib = (size_t)atol(argv[1]);
     mode = argv[2];
+    if (getenv("SMALL_STACK_PAD")) pad_bytes = (size_t)atol(getenv("SMALL_STACK_PAD"));
     if (strcmp(mode, "plain")) {
         CUdevice dev;
         CUmodule mod;

@@ -306,7 +306,7 @@ fn a_thread_with_a_small_stack_keeps_it() {
 /// stack, a launch keeps no stack and the report copies the top of the reporting thread's stack
 /// and builds everything on a thread of its own (`safety::own_thread`, 8 MiB). Each case: same
 /// output and exit status with and without cudablame; the reports name the culprit, and the one
-/// on the 16 KiB thread still has the reporting call's stack (`body`, unwound from the copy).
+/// on the 16 KiB thread still has the reporting call's stack (`calls`, unwound from the copy).
 #[test]
 fn cuda_calls_on_small_stacks_are_handled_without_hurting_the_program() {
     let bin = compile_with("small_stack", "small_stack", &["-pthread", "-lcuda"]);
@@ -346,11 +346,27 @@ fn cuda_calls_on_small_stacks_are_handled_without_hurting_the_program() {
         let rep = with.report();
         assert_eq!(with.culprit()["kernel"], "bad", "{mode}");
         if mode == "fault" {
+            // Headroom: the 16 KiB thread first uses 512 bytes more of its stack (the program
+            // alone can spare 2 KiB). Before: the hook's frames, and a 4 KiB temporary of the
+            // thread's first launch (`record::names`), left less than 512 bytes; a 112-byte
+            // larger hook frame then crashed the plain case (SIGSEGV in the first malloc).
+            let pad = [("SMALL_STACK_PAD", "512")];
+            for shim in [false, true] {
+                let r = run(&bin, &[kib, mode], shim, &pad);
+                assert_eq!(
+                    (r.code, r.stdout.trim()),
+                    (0, want.as_str()),
+                    "padded, shim {shim}: {}",
+                    r.stderr
+                );
+            }
+        }
+        if mode == "fault" {
             assert_eq!(rep["culprit"]["confidence"], "exact");
             assert_eq!(rep["reporting_call"]["entry_point"], "cuCtxSynchronize");
             assert_eq!(rep["reporting_call"]["thread"], with.culprit()["thread"]);
             let f = functions(&rep["reporting_call"]["stack"]);
-            assert!(f.iter().any(|n| n == "body"), "reporting stack: {f:?}");
+            assert!(f.iter().any(|n| n == "calls"), "reporting stack: {f:?}");
         }
     }
 }

@@ -45,16 +45,22 @@ const RECENT_HANDLES: usize = 512;
 /// A PyTorch step cycles through a few hundred kernels, so the set's lines were cold at most
 /// launches.
 struct Seen {
-    recent: [Cell<usize>; RECENT_HANDLES],
+    /// On the heap: see [`SEEN`].
+    recent: Box<[Cell<usize>; RECENT_HANDLES]>,
     all: RefCell<HashSet<usize, Fast>>,
 }
 
 per_thread! {
     /// This thread's [`Seen`], dropped at thread exit by a key destructor (no thread-local
-    /// destructor: `safety::PerThread`).
-    static SEEN: Seen = || Seen {
-        recent: [const { Cell::new(0) }; RECENT_HANDLES],
-        all: RefCell::new(HashSet::with_hasher(BuildHasherDefault::new())),
+    /// destructor: `safety::PerThread`). Its 4 KiB table is built on the heap in place (`vec!`):
+    /// as an array in `Seen` it was a 4 KiB temporary on the stack of the thread's first
+    /// launch, which a 16 KiB thread (`robust.rs`, small stacks) could not spare.
+    static SEEN: Seen = || {
+        let recent: Box<[Cell<usize>]> = (0..RECENT_HANDLES).map(|_| Cell::new(0)).collect();
+        Seen {
+            recent: recent.try_into().unwrap_or_else(|_| unreachable!("RECENT_HANDLES slots")),
+            all: RefCell::new(HashSet::with_hasher(BuildHasherDefault::new())),
+        }
     };
 }
 
