@@ -36,7 +36,10 @@
 //!   ever enabled or disabled: the update need not restore that).
 //!
 //! Attribution is exact for captures that do not overlap in time; with overlapping captures on
-//! several threads an op captured on a joined stream goes to the capture that began last.
+//! several threads an op captured on a joined stream goes to the capture that began last, and
+//! every capture then in progress counts as changed: none of their kernel lists is trusted as
+//! complete (found by the eighth session's trial: the other capture's graph looked complete, and
+//! an assert's kernel missing from it could make a verdict `exact`).
 
 use super::{OpRecord, StreamId};
 use crate::safety::lock::Mutex;
@@ -206,12 +209,21 @@ impl Tables {
         });
     }
 
+    /// An op captured on a stream that began no capture (one joined to a capture through an
+    /// event) goes to the capture that began last; with several captures in progress that may be
+    /// the wrong one, so every capture in progress is then marked changed: none of their lists
+    /// is trusted as complete (an assert's kernel missing from one could make a verdict `exact`).
     fn captured(&mut self, op: OpRecord) {
-        let target = self
+        let own = self
             .active
             .iter()
-            .rposition(|a| a.context == op.context && a.stream == op.stream)
-            .or(self.active.len().checked_sub(1));
+            .rposition(|a| a.context == op.context && a.stream == op.stream);
+        if own.is_none() && self.active.len() > 1 {
+            for a in &mut self.active {
+                a.changed = true;
+            }
+        }
+        let target = own.or(self.active.len().checked_sub(1));
         if let Some(i) = target {
             let ops = &mut self.active[i].info.ops;
             if ops.len() < OPS_PER_GRAPH {
@@ -470,6 +482,33 @@ mod tests {
 
     fn complete(t: &Tables, exec: usize) -> Option<bool> {
         t.seen(t.at_launch(exec)).map(|s| s.complete())
+    }
+
+    #[test]
+    fn an_op_of_a_joined_stream_with_two_captures_in_progress_trusts_neither_list() {
+        let joined = |t: &mut Tables| {
+            let mut op = OpRecord::for_test(9, OpKind::Kernel, 9);
+            op.stream = StreamId::Handle(0x30);
+            t.captured(op);
+        };
+        // One capture in progress: a joined stream's op can only be its own.
+        let mut t = Tables::default();
+        t.begin(1, StreamId::Handle(0x10), false, info(0));
+        joined(&mut t);
+        t.end(1, StreamId::Handle(0x10), 100);
+        t.instantiate(100, 200);
+        assert_eq!(complete(&t, 200), Some(true));
+        // Two at once: which one the op went into is a guess, so neither is complete.
+        let mut t = Tables::default();
+        t.begin(1, StreamId::Handle(0x10), false, info(0));
+        t.begin(1, StreamId::Handle(0x20), false, info(0));
+        joined(&mut t);
+        t.end(1, StreamId::Handle(0x20), 101);
+        t.end(1, StreamId::Handle(0x10), 100);
+        for (g, e) in [(100, 200), (101, 201)] {
+            t.instantiate(g, e);
+            assert_eq!(complete(&t, e), Some(false), "graph {g}");
+        }
     }
 
     #[test]
