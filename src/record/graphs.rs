@@ -288,12 +288,14 @@ impl Tables {
         }
     }
 
-    /// `graph` was changed (a node added); an unknown graph may be one being captured (its
-    /// handle is `cuStreamGetCaptureInfo`'s): every capture in progress is changed then.
+    /// `graph` was changed (a node added). An unknown graph may be one being captured (its
+    /// handle is `cuStreamGetCaptureInfo`'s) or the child graph of a known graph's child-graph
+    /// node (`cuGraphChildGraphNodeGetGraph`, not followed): every capture in progress and
+    /// every known graph is changed then (executable graphs already made keep their snapshot).
     fn edit_graph(&mut self, graph: usize) {
         match self.graphs.get_mut(&graph) {
             Some(h) => h.changed = true,
-            None => self.active.iter_mut().for_each(|a| a.changed = true),
+            None => self.edit_node(),
         }
     }
 
@@ -485,6 +487,23 @@ mod tests {
     }
 
     #[test]
+    fn an_edit_of_an_unknown_graph_changes_every_known_graph() {
+        // A kernel node added to a child graph (`cuGraphChildGraphNodeGetGraph`'s handle, not
+        // in the table) changes what its parent runs: the parent is not complete any more.
+        let mut t = Tables::default();
+        captured(&mut t, 100, 2);
+        t.instantiate(100, 200);
+        t.edit_graph(0xC41D);
+        t.instantiate(100, 201);
+        assert_eq!(
+            complete(&t, 200),
+            Some(true),
+            "instantiated before: a snapshot"
+        );
+        assert_eq!(complete(&t, 201), Some(false));
+    }
+
+    #[test]
     fn an_op_of_a_joined_stream_with_two_captures_in_progress_trusts_neither_list() {
         let joined = |t: &mut Tables| {
             let mut op = OpRecord::for_test(9, OpKind::Kernel, 9);
@@ -627,11 +646,8 @@ mod tests {
         t.end(1, StreamId::Legacy, 11);
         t.instantiate(11, 21);
         assert_eq!(complete(&t, 21), Some(false));
-        // An unknown graph edited with no capture in progress changes nothing known.
-        captured(&mut t, 12, 1);
-        t.edit_graph(556);
-        t.instantiate(12, 22);
-        assert_eq!(complete(&t, 22), Some(true));
+        // (An unknown graph edited with no capture in progress: every known graph changes, as
+        // it may be a child graph of one: `an_edit_of_an_unknown_graph_changes_every_known_graph`.)
     }
 
     #[test]
