@@ -102,7 +102,7 @@ pub(crate) fn hook(
             (rc, unrecorded, None)
         }
         _ => {
-            let mut time = record::cost::OtherCall::start();
+            let mut time = record::cost::OtherCall::from(entered);
             let mark = crate::safety::guarded(|| record::before(ep, &call)).flatten();
             let rc = time.real(real_call);
             crate::safety::guarded(|| record::after(ep, &call, mark, rc, entry));
@@ -113,10 +113,7 @@ pub(crate) fn hook(
         crate::safety::guarded(|| detect::observe(ep, &call, rc, unrecorded));
     }
     match time {
-        Some(time) => {
-            time.finish(ep);
-            record::cost::break_gap(entered);
-        }
+        Some(time) => time.finish(ep),
         None => record::cost::whole_hook(entered),
     }
     rc

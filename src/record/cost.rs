@@ -380,11 +380,12 @@ pub(crate) struct OtherCall {
 }
 
 impl OtherCall {
-    /// Starts timing at the hook's entry.
+    /// Times the call from the hook's entry, `entered` (its [`start`] reading; 0: not
+    /// measuring).
     #[inline]
-    pub(crate) fn start() -> OtherCall {
+    pub(crate) fn from(entered: u64) -> OtherCall {
         OtherCall {
-            started: start(),
+            started: entered,
             real_ticks: 0,
         }
     }
@@ -401,12 +402,14 @@ impl OtherCall {
         r
     }
 
-    /// Counts the call of `ep` (at the hook's exit).
+    /// Counts the call of `ep` (at the hook's exit), and ends this thread's gap between ops'
+    /// hooks ([`break_gap`]).
     #[inline]
     pub(crate) fn finish(self, ep: crate::cuda::entry_points::EntryPoint) {
         if self.started == 0 {
             return;
         }
+        break_gap_now();
         let own = ticks()
             .saturating_sub(self.started)
             .saturating_sub(self.real_ticks);
@@ -431,19 +434,17 @@ pub(crate) fn whole_hook(entered: u64) {
 #[cold]
 #[inline(never)]
 fn whole_hook_now(entered: u64) {
-    {
-        let n = ticks().saturating_sub(entered);
-        let steady = super::ever_paused();
-        with(|c, shared| {
-            bump(&c.hook_ops, 1, shared);
-            bump(&c.hook_ticks, n, shared);
-            if steady {
-                bump(&c.steady_hook_ticks, n, shared);
-            }
-        });
+    let n = ticks().saturating_sub(entered);
+    let steady = super::ever_paused();
+    with(|c, shared| {
+        bump(&c.hook_ops, 1, shared);
+        bump(&c.hook_ticks, n, shared);
         if steady {
-            between(entered, 1);
+            bump(&c.steady_hook_ticks, n, shared);
         }
+    });
+    if steady {
+        between(entered, 1);
     }
 }
 

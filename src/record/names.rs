@@ -52,7 +52,7 @@ struct Seen {
 
 per_thread! {
     /// This thread's [`Seen`], dropped at thread exit by a key destructor (no thread-local
-    /// destructor: `safety::PerThread`). Its 4 KiB table is built on the heap in place (`vec!`):
+    /// destructor: `safety::PerThread`). Its 4 KiB table is built on the heap in place (collected):
     /// as an array in `Seen` it was a 4 KiB temporary on the stack of the thread's first
     /// launch, which a 16 KiB thread (`robust.rs`, small stacks) could not spare.
     static SEEN: Seen = || {

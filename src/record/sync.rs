@@ -81,18 +81,32 @@ fn mark_tail(driver: &'static real::Driver, s: &StreamState) {
     }
 }
 
-/// What a call must remember before the real call: the streams a synchronization waits for and
-/// how many ops each had issued; the context a primary-context release or reset may destroy, or
-/// the one a context synchronization waits for, with its count of destroyed streams forgotten
-/// with possibly unfinished work ([`streams::dropped_unfinished`]) when it began, and its device
-/// with the count of that device's contexts destroyed with possibly unfinished work
-/// ([`streams::destroyed_unfinished_on`]) when it began.
-pub(crate) struct SyncMark(
-    Vec<(std::sync::Arc<StreamState>, u64)>,
-    usize,
-    u64,
-    (i32, u64),
-);
+/// What a call must remember before the real call.
+pub(crate) struct SyncMark {
+    /// The streams a synchronization waits for, each with how many ops it had issued.
+    streams: Vec<(std::sync::Arc<StreamState>, u64)>,
+    /// The context a primary-context release or reset may destroy, or the one a context
+    /// synchronization waits for (0: none).
+    context: usize,
+    /// That context's destroyed streams forgotten with possibly unfinished work
+    /// ([`streams::dropped_unfinished`]) when the synchronization began.
+    dropped_streams: u64,
+    /// Its device (-1: not asked), with that device's contexts destroyed with possibly
+    /// unfinished work ([`streams::destroyed_unfinished_on`]) when the synchronization began.
+    destroyed_contexts: (i32, u64),
+}
+
+impl SyncMark {
+    /// A mark of `streams` alone.
+    fn of_streams(streams: Vec<(std::sync::Arc<StreamState>, u64)>) -> SyncMark {
+        SyncMark {
+            streams,
+            context: 0,
+            dropped_streams: 0,
+            destroyed_contexts: (-1, 0),
+        }
+    }
+}
 
 /// Before a non-enqueueing call: note the streams a synchronization covers.
 pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
@@ -114,7 +128,7 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             if matches!(call, Call::SyncStream { .. }) && !is_query(ep) {
                 mark_tail(driver, &s);
             }
-            Some(SyncMark(vec![issued(s)], 0, 0, (-1, 0)))
+            Some(SyncMark::of_streams(vec![issued(s)]))
         }
         Call::SyncContext { ctx } => {
             let ctx = if ctx != 0 {
@@ -139,12 +153,12 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             } else {
                 (-1, 0)
             };
-            Some(SyncMark(
-                list,
-                ctx,
-                streams::dropped_unfinished(ctx),
-                destroyed,
-            ))
+            Some(SyncMark {
+                streams: list,
+                context: ctx,
+                dropped_streams: streams::dropped_unfinished(ctx),
+                destroyed_contexts: destroyed,
+            })
         }
         Call::BeginCapture { .. } => {
             // Raised before the real call: from the moment the stream may be capturing, every
@@ -152,12 +166,10 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
             CAPTURES_ACTIVE.fetch_add(1, Ordering::AcqRel);
             None
         }
-        Call::PrimaryContext { dev, .. } => Some(SyncMark(
-            Vec::new(),
-            driver.active_primary_context(dev),
-            0,
-            (-1, 0),
-        )),
+        Call::PrimaryContext { dev, .. } => Some(SyncMark {
+            context: driver.active_primary_context(dev),
+            ..SyncMark::of_streams(Vec::new())
+        }),
         Call::DestroyContext { ctx } => {
             // The last chance to prove the context's finished work complete (as for a destroyed
             // stream): a marker behind each unproven tail, which the destroy waits for. Work left
@@ -201,8 +213,8 @@ pub(crate) fn after(
     entry: &EntryRegs,
 ) {
     if rc == CUDA_SUCCESS {
-        if let Some(SyncMark(list, ctx, dropped, (device, destroyed))) = &mark {
-            for &(ref s, n) in list {
+        if let Some(m) = &mark {
+            for &(ref s, n) in &m.streams {
                 s.host_completed.fetch_max(n, Ordering::AcqRel);
             }
             // The context's synchronization waited for the work of its destroyed streams that
@@ -210,8 +222,9 @@ pub(crate) fn after(
             // success proves that the device had no fault: the work of the device's contexts
             // destroyed before it began did not fault.
             if matches!(call, Call::SyncContext { .. }) {
-                streams::forget_dropped_unfinished(*ctx, *dropped);
-                streams::forget_destroyed_unfinished(*device, *destroyed);
+                streams::forget_dropped_unfinished(m.context, m.dropped_streams);
+                let (device, destroyed) = m.destroyed_contexts;
+                streams::forget_destroyed_unfinished(device, destroyed);
             }
         }
     }
@@ -304,7 +317,7 @@ pub(crate) fn after(
         }
         Call::DestroyContext { ctx } if rc == CUDA_SUCCESS => streams::forget_context(ctx),
         Call::PrimaryContext { dev, reset } if rc == CUDA_SUCCESS => {
-            let ctx = mark.as_ref().map_or(0, |m| m.1);
+            let ctx = mark.as_ref().map_or(0, |m| m.context);
             let gone = reset || real::driver().and_then(|d| d.primary_active(dev)) == Some(false);
             match (gone, ctx) {
                 (false, _) => {}
