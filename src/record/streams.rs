@@ -375,20 +375,14 @@ pub(crate) fn forget_context(context: usize) {
     let mut t = TABLE.get().write();
     // Work of the context that may not have completed (the destroy waited for it, but only a
     // marker or a synchronization proves it did not fault): counted for its device.
-    let unfinished = t
-        .live
-        .values()
-        .chain(t.retired.iter())
-        .filter(|s| s.context == context && s.may_be_unfinished())
-        .map(|s| s.device)
-        .next()
-        .or_else(|| {
-            t.dropped_unfinished.contains_key(&context).then(|| {
-                (t.live.values().chain(t.retired.iter()))
-                    .find(|s| s.context == context)
-                    .map_or(-1, |s| s.device)
-            })
-        });
+    // (Every stream of a context is on the context's device.)
+    let unfinished = {
+        let mut of_context =
+            (t.live.values().chain(t.retired.iter())).filter(|s| s.context == context);
+        let device = of_context.clone().next().map_or(-1, |s| s.device);
+        (of_context.any(|s| s.may_be_unfinished()) || t.dropped_unfinished.contains_key(&context))
+            .then_some(device)
+    };
     if let Some(device) = unfinished {
         *t.destroyed_unfinished.entry(device).or_default() += 1;
     }
