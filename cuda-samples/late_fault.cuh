@@ -10,10 +10,15 @@
 //   - everything the host enqueues right after the launch (an event record,
 //     ...) is done long before the fault, so it cannot be the one to report
 //     it;
-//   - the host then sleeps kAfterFaultUs (wait_for_fault), 20x the delay, so
-//     the fault has happened and the context is dead before the reporting
-//     call, which then returns the error immediately, whatever kind of call
-//     it is. (The sleep also covers the driver's fault handling, a few ms.)
+//   - the host then waits until the kernel says, through a flag in mapped
+//     pinned memory, that it is about to store (wait_for_fault), and sleeps
+//     kAfterFaultUs more, so the fault has happened and the context is dead
+//     before the reporting call, which then returns the error immediately,
+//     whatever kind of call it is. (The sleep covers the driver's fault
+//     handling, a few ms.) The flag matters when the GPU is shared: with
+//     another process's work time-sliced in, the kernel once started more
+//     than 200 ms after its launch, so a plain sleep let the reporting call
+//     succeed (gpu-check, eighth session, site_next_launch.static).
 // Each sample is then: warm up, launch_late_fault() (the site= of every
 // site_*.cu EXPECT line), wait_for_fault(), the reporting call. A backstop
 // cudaDeviceSynchronize() after the reporting call makes the program fail
@@ -42,10 +47,20 @@ __global__ void warm_up(int* buf, int n) {
     if (i < n) buf[i] = i;
 }
 
-// The culprit: waits delay_ns, then writes through `out` (0x10).
-__global__ void late_fault(int* out, long long delay_ns) {
+// Set by late_fault just before its bad store; read by wait_for_fault.
+// Mapped pinned memory, allocated by launch_late_fault before its launch.
+inline volatile int*& fault_flag() {
+    static volatile int* flag = nullptr;
+    return flag;
+}
+
+// The culprit: waits delay_ns, raises *about_to_fault, then writes through
+// `out` (0x10).
+__global__ void late_fault(int* out, long long delay_ns, volatile int* about_to_fault) {
     unsigned long long t0 = global_ns();
     while ((long long)(global_ns() - t0) < delay_ns) __nanosleep(1000);
+    if (threadIdx.x == 0) *about_to_fault = 1;
+    __threadfence_system();
     out[threadIdx.x] = threadIdx.x;
 }
 
@@ -59,9 +74,21 @@ __attribute__((noinline)) cudaError_t launch_warm_up(int* buf, int n, cudaStream
 __attribute__((noinline)) cudaError_t launch_late_fault(cudaStream_t s) {
     // BUG: an output pointer that was never set up.
     int* stale = reinterpret_cast<int*>(uintptr_t(0x10));
-    late_fault<<<1, 32, 0, s>>>(stale, kFaultDelayNs);
+    if (!fault_flag()) {
+        void* p = nullptr;
+        cudaError_t e = cudaHostAlloc(&p, sizeof(int), cudaHostAllocMapped);
+        if (e != cudaSuccess) return e;
+        fault_flag() = static_cast<volatile int*>(p);
+    }
+    *fault_flag() = 0;
+    late_fault<<<1, 32, 0, s>>>(stale, kFaultDelayNs, fault_flag());
     return cudaGetLastError();
 }
 
-// The host "does other work" until the GPU has certainly faulted.
-inline void wait_for_fault() { usleep(kAfterFaultUs); }
+// The host "does other work" until the GPU has certainly faulted: until the
+// culprit raised its flag (at most 30 s, then the sample goes on and its
+// backstop says what happened), then kAfterFaultUs more.
+inline void wait_for_fault() {
+    for (int i = 0; i < 30000 && fault_flag() && !*fault_flag(); i++) usleep(1000);
+    usleep(kAfterFaultUs);
+}
