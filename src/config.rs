@@ -42,6 +42,10 @@ pub(crate) struct Config {
     /// of GPU time and 1.1 to 1.8 µs of host time on an H200, so about 0.4% of each; see
     /// `record::policy` for why not 100).
     pub(crate) marker_gap_us: u64,
+    /// `CUDABLAME_MARKER_WINDOW`: under `budget`, the most ops of one stream between two
+    /// markers, 2..=4096 (default 32): a fault is narrowed to at most this many ops in stream
+    /// order even when the host launches them faster than the gap (`record::policy`).
+    pub(crate) marker_window: u32,
     /// `CUDABLAME_STACK`: `native` (default) or `off`.
     pub(crate) stack: StackMode,
     /// `CUDABLAME_STACK_DEPTH`: frames kept per launch, 1..=32 (default 16), cudablame's own
@@ -97,6 +101,7 @@ impl Default for Config {
             trace: None,
             markers: MarkerMode::Budget,
             marker_gap_us: 500,
+            marker_window: 32,
             stack: StackMode::Native,
             stack_depth: 16,
             stack_bytes: 8192,
@@ -178,6 +183,7 @@ pub(crate) const VARIABLES: &[&str] = &[
     "CUDABLAME_TRACE",
     "CUDABLAME_MARKERS",
     "CUDABLAME_MARKER_GAP_US",
+    "CUDABLAME_MARKER_WINDOW",
     "CUDABLAME_STACK",
     "CUDABLAME_STACK_DEPTH",
     "CUDABLAME_STACK_BYTES",
@@ -345,6 +351,9 @@ impl Config {
         if let Some(v) = get("CUDABLAME_MARKER_GAP_US") {
             c.marker_gap_us =
                 number("CUDABLAME_MARKER_GAP_US", &v, 1, 1_000_000, 500, &mut w) as u64;
+        }
+        if let Some(v) = get("CUDABLAME_MARKER_WINDOW") {
+            c.marker_window = number("CUDABLAME_MARKER_WINDOW", &v, 2, 4096, 32, &mut w) as u32;
         }
         if let Some(v) = get("CUDABLAME_STACK") {
             c.stack = match v.trim().to_ascii_lowercase().as_str() {
@@ -554,6 +563,11 @@ mod tests {
         let (c, w) = parse(&[("CUDABLAME_MARKER_GAP_US", "250")]);
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(c.marker_gap_us, 250);
+        let (c, w) = parse(&[("CUDABLAME_MARKER_WINDOW", "64")]);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.marker_window, 64);
+        let (c, w) = parse(&[("CUDABLAME_MARKER_WINDOW", "1")]);
+        assert_eq!((w.len(), c.marker_window), (1, 32), "{w:?}");
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub(super) fn mark_if_due(
     returned_ns: u64,
     blocking_copy: bool,
 ) -> bool {
-    let budget = policy::Budget::with_gap_us(cfg.marker_gap_us);
+    let budget = policy::Budget::new(cfg.marker_gap_us, cfg.marker_window);
     let due = policy::should_mark(
         cfg.markers,
         &budget,

@@ -58,16 +58,14 @@ pub(crate) struct Budget {
     pub(crate) max_unmarked: u32,
 }
 
-/// Unmarked ops in a row at most, by default: a window of at most 32 ops between two markers.
-pub(crate) const MAX_UNMARKED: u32 = 31;
-
 impl Budget {
-    /// The budget for a gap of `gap_us` µs (`CUDABLAME_MARKER_GAP_US`).
-    pub(crate) fn with_gap_us(gap_us: u64) -> Budget {
+    /// The budget for a gap of `gap_us` µs (`CUDABLAME_MARKER_GAP_US`) and windows of at most
+    /// `window` ops (`CUDABLAME_MARKER_WINDOW`, at least 2: `window - 1` unmarked ops in a row).
+    pub(crate) fn new(gap_us: u64, window: u32) -> Budget {
         Budget {
             gap_ns: gap_us * 1000,
             idle_gap_ns: gap_us * 1000 / 2,
-            max_unmarked: MAX_UNMARKED,
+            max_unmarked: window.max(2) - 1,
         }
     }
 }
@@ -213,7 +211,7 @@ mod tests {
         blocking_copies: &[bool],
         done_after_us: u64,
     ) -> Vec<u64> {
-        let b = Budget::with_gap_us(100);
+        let b = Budget::new(100, 32);
         let mut m = Marks::default();
         let mut out = Vec::new();
         let mut written: Vec<(u64, u64)> = Vec::new(); // (host µs, seq) of each marker
@@ -252,6 +250,26 @@ mod tests {
             marked(MarkerMode::Budget, &times, &[], u64::MAX),
             vec![1, 33, 65, 97]
         );
+    }
+
+    #[test]
+    fn the_window_setting_bounds_the_unmarked_ops() {
+        // 1 µs per launch, a 1 s gap: only the count marks. `CUDABLAME_MARKER_WINDOW=8`: an op
+        // in eight; 2 (the least): every other op.
+        for (window, want) in [(8, vec![1, 9, 17, 25]), (2, vec![1, 3, 5, 7])] {
+            let b = Budget::new(1_000_000, window);
+            let mut m = Marks::default();
+            let mut got = Vec::new();
+            for seq in 1..=(want.last().copied().unwrap_or(0) + 1) {
+                let t = seq * US;
+                let mark = should_mark(MarkerMode::Budget, &b, &m, t, seq, false, || 0).is_some();
+                if mark {
+                    got.push(seq);
+                }
+                m.note(seq, t, t + 1, mark);
+            }
+            assert_eq!(got, want, "window {window}");
+        }
     }
 
     #[test]
@@ -319,7 +337,7 @@ mod tests {
 
     #[test]
     fn a_clock_stepped_back_marks() {
-        let b = Budget::with_gap_us(100);
+        let b = Budget::new(100, 32);
         let mut m = Marks::default();
         m.note(1, 10_000_000, 10_000_000, true);
         let at = |now_ns| should_mark(MarkerMode::Budget, &b, &m, now_ns, 2, false, || 0);
