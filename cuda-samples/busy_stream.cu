@@ -80,12 +80,6 @@ struct Diag {
     unsigned long long spin_end[kSpins];
 };
 
-__device__ __forceinline__ unsigned long long global_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 // Stands for a long-running kernel (one thread): first waits up to hold_ns
 // for side_fault to start, then is busy for ns nanoseconds.
 __global__ void spin(long long ns, long long hold_ns, int k, Diag* d) {

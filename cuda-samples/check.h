@@ -45,3 +45,11 @@ inline int sample_error(cudaError_t e, const char* what) {
             return 1;                                                             \
         }                                                                         \
     } while (0)
+
+// The GPU's global timer in ns (PTX %globaltimer): how the samples' kernels
+// wait on the GPU for a set time (spins before a fault, long healthy kernels).
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}

@@ -29,12 +29,6 @@
 
 #include "check.h"
 
-__device__ __forceinline__ unsigned long long global_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 __global__ void fill(float* x, int m) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < m) x[i] = 1.0f;

@@ -30,12 +30,6 @@
 
 #include "check.h"
 
-__device__ __forceinline__ unsigned long long global_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 __global__ void graph_fill(int* idx, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) idx[i] = i;

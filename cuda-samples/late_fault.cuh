@@ -36,12 +36,6 @@
 constexpr long long kFaultDelayNs = 10LL * 1000 * 1000;  // 10 ms on the GPU
 constexpr useconds_t kAfterFaultUs = 200 * 1000;         // 200 ms on the host
 
-__device__ __forceinline__ unsigned long long global_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 __global__ void warm_up(int* buf, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) buf[i] = i;

@@ -33,12 +33,6 @@
 
 #include "check.h"
 
-__device__ __forceinline__ unsigned long long global_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 __global__ void spin(long long ns) {
     const unsigned long long t0 = global_ns();
     while ((long long)(global_ns() - t0) < ns) __nanosleep(1000);
