@@ -417,6 +417,12 @@ pub(crate) fn forget_device(dev: i32) {
             .chain(t.retired.iter())
             .filter(|s| s.device == dev)
             .map(|s| s.context)
+            // A context known only by its dropped streams' count.
+            .chain(
+                (t.dropped_unfinished.iter())
+                    .filter(|(_, d)| d.0 == dev)
+                    .map(|(&c, _)| c),
+            )
             .collect()
     };
     for c in contexts {
