@@ -16,10 +16,10 @@
  *                  "query": cuStreamQuery, "launch": a launch onto it) returns A's 700:
  *                  never `exact` on D's healthy kernel (another device).
  *   dropped        context A (device 0, never destroyed) runs a kernel that faults (700) after
- *                  400 ms on stream sd, destroyed at once; then context B (device 0) creates,
+ *                  1 s on stream sd, destroyed at once; then context B (device 0) creates,
  *                  uses and destroys 64 streams (their brief kernels unfinished when destroyed),
  *                  which pushes sd off cudablame's retired list (its work still unproven), and
- *                  B's cuCtxSynchronize succeeds. B launches a 2 s kernel and synchronizes its
+ *                  B's cuCtxSynchronize succeeds. B launches a 3 s kernel and synchronizes its
  *                  stream: 700, A's fault. B's kernel is the one op held: never `exact` on it.
  * Prints destroy_rc=, sync_rc= (the synchronization that returns the error) or rc=; exit 0. */
 #include <stdio.h>
@@ -32,9 +32,9 @@ static const char *MODULE =
     "// fake: bad fault=700 delay_us=30000\n"
     "// fake: healthy delay_us=300000\n"
     "// fake: quick\n"
-    "// fake: late_bad fault=700 delay_us=400000\n"
+    "// fake: late_bad fault=700 delay_us=1000000\n"
     "// fake: brief delay_us=1000\n"
-    "// fake: long delay_us=2000000\n";
+    "// fake: long delay_us=3000000\n";
 
 static CUfunction get(CUmodule m, const char *name) {
     CUfunction f;
