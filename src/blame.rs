@@ -740,8 +740,8 @@ pub(crate) fn scope_device(views: &[StreamView], context: Option<usize>) -> Opti
 /// Caps a verdict below `exact` when work cudablame never saw may hide the culprit, and says why
 /// in its reason: work enqueued by an entry point it does not record (`cuLaunchHostFunc`, ...)
 /// that may not have completed, a stream whose ring it could not read (busy), or destroyed
-/// streams of the context dropped from the retired list with work possibly unfinished
-/// (`dropped_unfinished`), contexts of the device destroyed while work of theirs may not have
+/// streams of any context of the device (`None` scope: of any) dropped from the retired list
+/// with work possibly unfinished (`dropped_unfinished`), contexts of the device destroyed while work of theirs may not have
 /// completed (`destroyed_contexts`: their streams are forgotten, and a fault of that work stops
 /// the device), or `paused`: cudablame was paused at some point of this process
 /// (`cudablame_pause`, a benchmark switch), and whatever the program enqueued meanwhile, on any
@@ -781,7 +781,7 @@ pub(crate) fn cap_for_unseen_work(
     }
     if dropped_unfinished > 0 {
         why.push(format!(
-            "{dropped_unfinished} destroyed stream(s) of the context with possibly unfinished work \
+            "{dropped_unfinished} destroyed stream(s) of the device's contexts with possibly unfinished work \
              are no longer kept"
         ));
     }

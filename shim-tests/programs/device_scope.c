@@ -15,6 +15,12 @@
  *                  A's stream sa2 that cudablame never recorded (cuStreamSynchronize, or with
  *                  "query": cuStreamQuery, "launch": a launch onto it) returns A's 700:
  *                  never `exact` on D's healthy kernel (another device).
+ *   dropped        context A (device 0, never destroyed) runs a kernel that faults (700) after
+ *                  1 s on stream sd, destroyed at once; then context B (device 0) creates,
+ *                  uses and destroys 64 streams (their brief kernels unfinished when destroyed),
+ *                  which pushes sd off cudablame's retired list (its work still unproven), and
+ *                  B's cuCtxSynchronize succeeds. B launches a 3 s kernel and synchronizes its
+ *                  stream: 700, A's fault. B's kernel is the one op held: never `exact` on it.
  * Prints destroy_rc=, sync_rc= (the synchronization that returns the error) or rc=; exit 0. */
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +31,10 @@
 static const char *MODULE =
     "// fake: bad fault=700 delay_us=30000\n"
     "// fake: healthy delay_us=300000\n"
-    "// fake: quick\n";
+    "// fake: quick\n"
+    "// fake: late_bad fault=700 delay_us=1000000\n"
+    "// fake: brief delay_us=1000\n"
+    "// fake: long delay_us=3000000\n";
 
 static CUfunction get(CUmodule m, const char *name) {
     CUfunction f;
@@ -62,6 +71,22 @@ int main(int argc, char **argv) {
         printf("destroy_rc=%d\n", cuCtxDestroy_v2(a));
         check("set b", cuCtxSetCurrent(b));
         printf("sync_rc=%d\n", cuCtxSynchronize());
+    } else if (!strcmp(mode, "dropped")) {
+        CUstream sd;
+        check("stream d", cuStreamCreate(&sd, 1));
+        launch(get(ma, "late_bad"), sd);
+        check("destroy d", cuStreamDestroy_v2(sd));
+        check("set b", cuCtxSetCurrent(b));
+        CUfunction brief = get(mb, "brief");
+        for (int i = 0; i < 64; i++) {
+            CUstream s;
+            check("stream", cuStreamCreate(&s, 1));
+            launch(brief, s);
+            check("destroy", cuStreamDestroy_v2(s));
+        }
+        check("healthy sync", cuCtxSynchronize());
+        launch(get(mb, "long"), sb);
+        printf("sync_rc=%d\n", cuStreamSynchronize(sb));
     } else if (!strcmp(mode, "proven")) {
         CUfunction quick = get(ma, "quick");
         for (int i = 0; i < 5; i++) launch(quick, sa);

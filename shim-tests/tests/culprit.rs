@@ -265,7 +265,8 @@ fn a_window_that_may_not_hold_the_culprit_says_so() {
         .as_str()
         .unwrap_or_else(|| panic!("no beyond: {culprit}"));
     assert!(
-        beyond.contains("destroyed stream(s) of the context with possibly unfinished work"),
+        beyond
+            .contains("destroyed stream(s) of the device's contexts with possibly unfinished work"),
         "{beyond}"
     );
     assert!(

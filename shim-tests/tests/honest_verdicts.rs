@@ -422,6 +422,44 @@ fn a_context_destroyed_with_unproven_work_never_leaves_an_exact_verdict_on_anoth
     }
 }
 
+/// A destroyed stream of context A dropped from the retired list with its work unproven (64
+/// destroyed streams of context B came after it), A never destroyed and holding no other stream:
+/// A's fault surfaces in B's `cuStreamSynchronize`. The dropped work is A's, not B's: the verdict
+/// on device 0 must count it whichever context reports. Before: `exact` on B's healthy `long`
+/// (op #1 of B's stream), the one op held, because only the reporting context's and the judged
+/// streams' contexts' dropped streams were counted.
+#[test]
+fn a_dropped_stream_of_another_context_of_the_device_keeps_the_verdict_below_exact() {
+    let program = compile_with("device_scope", "device_scope", &["-lcuda"]);
+    for markers in ["every", "budget"] {
+        let plain = run(&program, &["dropped"], false, &[]);
+        assert_eq!(plain.printed("sync_rc"), "700", "{}", plain.stdout);
+        let r = run(
+            &program,
+            &["dropped"],
+            true,
+            &[("CUDABLAME_MARKERS", markers)],
+        );
+        assert_eq!(r.stdout, plain.stdout, "{markers}");
+        let rep = r.report();
+        assert_eq!(rep["error"]["code"], 700, "{}", r.stderr);
+        assert_eq!(
+            rep["culprit"]["confidence"], "likely",
+            "{markers}: {}",
+            r.stderr
+        );
+        assert_eq!(r.culprit()["kernel"], "long", "{markers}: {}", r.stderr);
+        assert_eq!(r.culprit()["seq"], 1, "{markers}: {}", r.stderr);
+        let beyond = rep["culprit"]["beyond"].as_str().unwrap_or("");
+        assert!(
+            beyond.contains("1 destroyed stream(s)"),
+            "{markers}: {beyond}\n{}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("internal error"), "{}", r.stderr);
+    }
+}
+
 /// A call on a stream handle cudablame never recorded, of a faulted context of device 0, made
 /// with a context of device 1 current: `cuStreamGetCtx` fails on it (the sticky error), so its
 /// context is unknown and every device's work is judged. Before: judged as the current

@@ -127,9 +127,10 @@ struct Table {
     retired: VecDeque<Arc<StreamState>>,
     /// The context of each stream handle seen (`cuStreamGetCtx`, asked once per handle).
     handles: HashMap<usize, usize>,
-    /// Per context: destroyed streams dropped from the retired list while they may still have
-    /// had unfinished work (their work can hide the culprit).
-    dropped_unfinished: HashMap<usize, u64>,
+    /// Per context: its device (-1: unknown) and its destroyed streams dropped from the retired
+    /// list while they may still have had unfinished work (their work can hide the culprit of
+    /// any context of that device: a fault stops the device).
+    dropped_unfinished: HashMap<usize, (i32, u64)>,
     /// Per device (-1: unknown): contexts destroyed (or reset) while work of theirs may not have
     /// completed ([`forget_context`]). Their streams are forgotten, but a fault of that work
     /// stops the device, and another context of it reports the error (fake driver and H200:
@@ -148,7 +149,14 @@ impl Table {
         if self.retired.len() >= RETIRED_KEPT {
             if let Some(old) = self.retired.pop_front() {
                 if old.may_be_unfinished() {
-                    *self.dropped_unfinished.entry(old.context).or_default() += 1;
+                    let entry = self
+                        .dropped_unfinished
+                        .entry(old.context)
+                        .or_insert((old.device, 0));
+                    if entry.0 < 0 {
+                        entry.0 = old.device;
+                    }
+                    entry.1 += 1;
                 } else {
                     release_slot(&old);
                 }
@@ -379,7 +387,10 @@ pub(crate) fn forget_context(context: usize) {
     let unfinished = {
         let mut of_context =
             (t.live.values().chain(t.retired.iter())).filter(|s| s.context == context);
-        let device = of_context.clone().next().map_or(-1, |s| s.device);
+        let device = of_context.clone().next().map_or_else(
+            || t.dropped_unfinished.get(&context).map_or(-1, |d| d.0),
+            |s| s.device,
+        );
         (of_context.any(|s| s.may_be_unfinished()) || t.dropped_unfinished.contains_key(&context))
             .then_some(device)
     };
@@ -406,6 +417,12 @@ pub(crate) fn forget_device(dev: i32) {
             .chain(t.retired.iter())
             .filter(|s| s.device == dev)
             .map(|s| s.context)
+            // A context known only by its dropped streams' count.
+            .chain(
+                (t.dropped_unfinished.iter())
+                    .filter(|(_, d)| d.0 == dev)
+                    .map(|(&c, _)| c),
+            )
             .collect()
     };
     for c in contexts {
@@ -421,8 +438,21 @@ pub(crate) fn dropped_unfinished(context: usize) -> u64 {
         .read()
         .dropped_unfinished
         .get(&context)
-        .copied()
-        .unwrap_or(0)
+        .map_or(0, |d| d.1)
+}
+
+/// How many destroyed streams of the contexts of `device` (`None`: of any device) were dropped
+/// from the retired list while they may still have had unfinished work; those of a context of
+/// unknown device count for every device. A verdict on a device counts them whichever of its
+/// contexts reports: a fault of that work stops the device, and the reporting context need not
+/// be the dropped stream's nor one with a stream still kept.
+pub(crate) fn dropped_unfinished_on(device: Option<i32>) -> u64 {
+    let t = TABLE.get().read();
+    t.dropped_unfinished
+        .values()
+        .filter(|&&(d, _)| device.is_none_or(|dev| d == dev || d < 0))
+        .map(|&(_, n)| n)
+        .sum()
 }
 
 /// How many contexts of `device` (`None`: of any device) were destroyed while their work may
@@ -471,7 +501,7 @@ pub(crate) fn forget_dropped_unfinished(context: usize, n: u64) {
         return;
     }
     let mut t = TABLE.get().write();
-    if let Some(left) = t.dropped_unfinished.get_mut(&context) {
+    if let Some((_, left)) = t.dropped_unfinished.get_mut(&context) {
         *left = left.saturating_sub(n);
         if *left == 0 {
             t.dropped_unfinished.remove(&context);

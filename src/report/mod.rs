@@ -217,20 +217,12 @@ fn build(
                     },
                 )
             };
-            // Destroyed streams dropped unfinished, of every context the verdict judges.
-            let mut judged: Vec<usize> = blame::scope(&views, context)
-                .into_iter()
-                .map(|i| views[i].context)
-                .chain(context)
-                .collect();
-            judged.sort_unstable();
-            judged.dedup();
-            let dropped = judged
-                .into_iter()
-                .map(record::streams::dropped_unfinished)
-                .sum();
-            let destroyed =
-                record::streams::destroyed_unfinished(blame::scope_device(&views, context));
+            // Destroyed streams dropped unfinished, of every context of the device the verdict
+            // judges (not only of contexts with a stream still kept: such a context may hold
+            // none, and its fault still stops the device).
+            let device = blame::scope_device(&views, context);
+            let dropped = record::streams::dropped_unfinished_on(device);
+            let destroyed = record::streams::destroyed_unfinished(device);
             blame::cap_for_unseen_work(
                 &mut v,
                 &views,
