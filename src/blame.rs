@@ -741,9 +741,9 @@ pub(crate) fn scope_device(views: &[StreamView], context: Option<usize>) -> Opti
 /// in its reason: work enqueued by an entry point it does not record (`cuLaunchHostFunc`, ...)
 /// that may not have completed, a stream whose ring it could not read (busy), or destroyed
 /// streams of any context of the device (`None` scope: of any) dropped from the retired list
-/// with work possibly unfinished (`dropped_unfinished`), contexts of the device destroyed while work of theirs may not have
-/// completed (`destroyed_contexts`: their streams are forgotten, and a fault of that work stops
-/// the device), or `paused`: cudablame was paused at some point of this process
+/// with work possibly unfinished (`dropped_unfinished`), contexts of the device destroyed while
+/// work of theirs may not have completed (`destroyed_contexts`: their streams are forgotten, and
+/// a fault of that work stops the device), or `paused`: cudablame was paused at some point of this process
 /// (`cudablame_pause`, a benchmark switch), and whatever the program enqueued meanwhile, on any
 /// stream, is in no ring.
 pub(crate) fn cap_for_unseen_work(
