@@ -78,8 +78,12 @@ pub(crate) struct Config {
     /// `CUDABLAME_PYTHON_DEPTH`: Python frames kept per launch, 1..=64 (default 32).
     pub(crate) python_depth: usize,
     /// `CUDABLAME_STATS`: measure what recording costs per op and print one line at exit
-    /// (default off; `record::cost`).
+    /// (default off; `record::cost`): `on` times each phase of an op, `total` only the hook's
+    /// entry, its real call and its exit (cudablame's own time with the least measurement in it).
     pub(crate) stats: bool,
+    /// `CUDABLAME_STATS=on` rather than `total`: each recorded op's phases are timed (about ten
+    /// tick readings an op more, counted in the own time they measure).
+    pub(crate) stats_phases: bool,
     /// `CUDABLAME_REPORT_NONSTICKY`: a launch that fails by itself (not sticky, e.g. 701 too
     /// many resources, which autotuners handle) gets a full report (default off: one stderr
     /// line, once, no file).
@@ -112,6 +116,7 @@ impl Default for Config {
             python: true,
             python_depth: 32,
             stats: false,
+            stats_phases: false,
             report_nonsticky: false,
             error_string: true,
             test_panic: None,
@@ -404,7 +409,18 @@ impl Config {
             );
         }
         if let Some(v) = get("CUDABLAME_STATS") {
-            c.stats = on_off("CUDABLAME_STATS", &v, false, &mut w);
+            (c.stats, c.stats_phases) = match v.trim().to_ascii_lowercase().as_str() {
+                "total" => (true, false),
+                "1" | "on" | "yes" | "true" => (true, true),
+                "0" | "off" | "no" | "false" => (false, false),
+                _ => {
+                    w.push(format!(
+                        "CUDABLAME_STATS={} is not on, total or off; using off",
+                        shown(&v)
+                    ));
+                    (false, false)
+                }
+            };
         }
         if let Some(v) = get("CUDABLAME_TEST_PANIC") {
             c.test_panic = PanicPoint::parse(v.trim());
@@ -568,6 +584,28 @@ mod tests {
         assert_eq!(c.marker_window, 64);
         let (c, w) = parse(&[("CUDABLAME_MARKER_WINDOW", "1")]);
         assert_eq!((w.len(), c.marker_window), (1, 32), "{w:?}");
+    }
+
+    #[test]
+    fn stats_modes() {
+        for (v, want) in [
+            ("on", (true, true)),
+            ("1", (true, true)),
+            ("total", (true, false)),
+            (" TOTAL ", (true, false)),
+            ("off", (false, false)),
+        ] {
+            let (c, w) = parse(&[("CUDABLAME_STATS", v)]);
+            assert!(w.is_empty(), "{v}: {w:?}");
+            assert_eq!((c.stats, c.stats_phases), want, "{v}");
+        }
+        let (c, w) = parse(&[("CUDABLAME_STATS", "phases")]);
+        assert_eq!(
+            (w.len(), c.stats, c.stats_phases),
+            (1, false, false),
+            "{w:?}"
+        );
+        assert!(w[0].contains("not on, total or off"), "{w:?}");
     }
 
     #[test]

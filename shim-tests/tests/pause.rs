@@ -13,17 +13,23 @@ use std::time::Duration;
 /// stats line (it is written at exit once a hooked call was timed: an
 /// op recorded, or a call that records none, such as the module load).
 fn count_run(a: &str, b: &str) -> (Option<[u64; 5]>, String) {
+    let (counts, stdout, _) = count_run_with(a, b, "on");
+    (counts, stdout)
+}
+
+/// [`count_run`] with `CUDABLAME_STATS=stats`, also returning the stats line (empty if none).
+fn count_run_with(a: &str, b: &str, stats: &str) -> (Option<[u64; 5]>, String, String) {
     let prog = compile("pause", true);
     let mut cmd = command(&prog, &["count", a, b]);
     cmd.env("LD_PRELOAD", shim())
-        .env("CUDABLAME_STATS", "on")
+        .env("CUDABLAME_STATS", stats)
         .env("CUDABLAME_REPORT", "off");
     let (out, _) = output_within(&mut cmd, Duration::from_secs(60));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let Some(line) = stderr.lines().find(|l| l.starts_with("cudablame stats:")) else {
-        return (None, stdout);
+        return (None, stdout, String::new());
     };
     (
         Some([
@@ -34,6 +40,7 @@ fn count_run(a: &str, b: &str) -> (Option<[u64; 5]>, String) {
             number_after(line, "recorded after the first pause: "),
         ]),
         stdout,
+        line.to_string(),
     )
 }
 
@@ -54,6 +61,25 @@ fn ops_launched_while_paused_are_not_recorded() {
     // made while recording); none paused: all 25 (after the switch was set, then reset).
     assert_eq!(count_run("25", "0").0, Some([0, 0, 0, 25, 0]));
     assert_eq!(count_run("0", "25").0, Some([25, 25, 25, 0, 25]));
+}
+
+#[test]
+fn stats_total_counts_the_same_ops_without_timing_phases() {
+    // `CUDABLAME_STATS=total` (goal 2's benchmark mode) counts exactly what `on` counts, and its
+    // line says the phases were not timed instead of splitting the own time; `on` splits it.
+    let (counts, stdout, line) = count_run_with("300", "40", "total");
+    assert_eq!(counts, Some([40, 40, 40, 300, 40]), "{stdout}");
+    assert_eq!(
+        line.matches("(phases not timed: CUDABLAME_STATS=total)")
+            .count(),
+        2,
+        "{line}"
+    );
+    assert!(!line.contains("native stack copy"), "{line}");
+    assert!(line.contains("; one tick reading "), "{line}");
+    let (_, _, on) = count_run_with("300", "40", "on");
+    assert!(!on.contains("phases not timed"), "{on}");
+    assert!(on.contains("native stack copy"), "{on}");
 }
 
 #[test]

@@ -98,7 +98,7 @@ pub(crate) fn hook(
     // A recorded op times itself (`record::cost::Timeline`); any other call is timed here.
     let (rc, unrecorded, time) = match call {
         Call::Enqueue(launch) => {
-            let (rc, unrecorded) = record::enqueue(ep, launch, entry, real_call);
+            let (rc, unrecorded) = record::enqueue(ep, launch, entry, entered, real_call);
             (rc, unrecorded, None)
         }
         _ => {

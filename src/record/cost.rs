@@ -67,8 +67,8 @@ struct Counters {
     /// point: how many, and cudablame's ticks in them (the real call left out).
     other_calls: [AtomicU64; ENTRY_POINTS],
     other_ticks: [AtomicU64; ENTRY_POINTS],
-    /// Recorded ops' whole hooks, entry to exit (count, ticks): what the phases leave out
-    /// (the hook's prelude before [`Timeline::start`]) shows as the difference.
+    /// Recorded ops' whole hooks, entry to exit (count, ticks): what the timeline leaves out
+    /// (the stats' own bookkeeping at the hook's exit) shows as the difference.
     hook_ops: AtomicU64,
     hook_ticks: AtomicU64,
     /// Ops that would be recorded, run while paused (`cudablame_pause`): count, ticks in the
@@ -234,6 +234,24 @@ pub(crate) fn enabled() -> bool {
     crate::config::get().stats
 }
 
+/// Whether each phase of a recorded op is timed (`CUDABLAME_STATS=on`, not `total`).
+#[inline]
+pub(crate) fn phases_enabled() -> bool {
+    let c = crate::config::get();
+    c.stats && c.stats_phases
+}
+
+/// A tick reading that starts a phase timed inside another ([`Phase::Stack`]), or 0 when
+/// phases are not timed; [`add`] then counts nothing.
+#[inline]
+pub(crate) fn phase_start() -> u64 {
+    if phases_enabled() {
+        ticks().max(1)
+    } else {
+        0
+    }
+}
+
 /// `(ticks, CLOCK_MONOTONIC ns)` at the first [`start`]: the base of the tick-to-ns scale.
 static BASE_TICKS: AtomicU64 = AtomicU64::new(0);
 static BASE_NS: AtomicU64 = AtomicU64::new(0);
@@ -305,30 +323,55 @@ fn ns_per_tick() -> f64 {
 pub(crate) struct Timeline {
     /// The last reading (0: not measuring).
     last: u64,
+    /// Each phase is timed (`CUDABLAME_STATS=on`); else (`total`) only the real call's edges
+    /// are read and everything else counts as [`Phase::Rest`].
+    phases: bool,
     ticks: [u64; PHASES],
 }
 
 impl Timeline {
-    /// Starts timing an op at the hook's entry.
+    /// Starts timing an op from the hook's entry, `entered` (its [`start`] reading; 0: not
+    /// measuring): the hook's prelude (describing the call, the pause and reentry checks) is
+    /// cudablame's own time too, counted as [`Phase::Rest`].
     #[inline]
-    pub(crate) fn start() -> Timeline {
+    pub(crate) fn from(entered: u64) -> Timeline {
         Timeline {
-            last: start(),
+            last: entered,
+            phases: entered != 0 && phases_enabled(),
             ticks: [0; PHASES],
         }
     }
 
     /// A timeline that times nothing (an op whose cost is not counted: a blocking copy).
     pub(crate) fn none() -> Timeline {
-        Timeline {
-            last: 0,
-            ticks: [0; PHASES],
+        Timeline::from(0)
+    }
+
+    /// Ends `phase`: the ticks since the last lap (or the start) are its. Reads nothing unless
+    /// phases are timed (`CUDABLAME_STATS=on`).
+    #[inline]
+    pub(crate) fn lap(&mut self, phase: Phase) {
+        if self.phases {
+            self.read(phase);
         }
     }
 
-    /// Ends `phase`: the ticks since the last lap (or the start) are its.
+    /// Ends `phase`, the last one before the real call: read whenever measuring (the real
+    /// call's start), its ticks counted as [`Phase::Rest`] unless phases are timed.
     #[inline]
-    pub(crate) fn lap(&mut self, phase: Phase) {
+    pub(crate) fn lap_before_real(&mut self, phase: Phase) {
+        self.read(if self.phases { phase } else { Phase::Rest });
+    }
+
+    /// Ends the real call (read whenever measuring).
+    #[inline]
+    pub(crate) fn lap_real(&mut self) {
+        self.read(Phase::RealCall);
+    }
+
+    /// One reading, ending `phase` (none when not measuring).
+    #[inline]
+    fn read(&mut self, phase: Phase) {
         if self.last != 0 {
             let t = ticks();
             self.ticks[phase as usize] += t.saturating_sub(self.last);
@@ -343,7 +386,7 @@ impl Timeline {
         if self.last == 0 {
             return;
         }
-        self.lap(Phase::Rest);
+        self.read(Phase::Rest);
         print_at_exit_once();
         let steady = super::ever_paused();
         with(|c, shared| {
@@ -484,7 +527,7 @@ pub(crate) const LONG_MARKER_NS: u64 = 4_000;
 /// (the monotonic clock, read only when measuring).
 #[inline]
 pub(crate) fn marker_write(write: impl FnOnce() -> bool) -> bool {
-    if !enabled() {
+    if !phases_enabled() {
         return write();
     }
     let t0 = monotonic_ns();
@@ -580,8 +623,11 @@ impl Means {
 /// X, python Y, marker Z, other O), marked M, whole hook W ns`:
 /// the other side of that comparison, the warm-up left out), then the launching thread's time
 /// between two ops' hooks on each side (`between ops' hooks: paused P ns (N gaps), recording R
-/// ns (M gaps)`: what recording costs the program's own work outside the hook); the integration
-/// tests and `scripts/bench.sh` read them.
+/// ns (M gaps)`: what recording costs the program's own work outside the hook), and what one
+/// tick reading costs (`one tick reading T ns`: each timed phase carries about one). With
+/// `CUDABLAME_STATS=total` both parenthesised splits read `(phases not timed:
+/// CUDABLAME_STATS=total)`: C is then the hook's own time with only the real call's edges read.
+/// The integration tests and `scripts/bench.sh` read them.
 pub(crate) fn line() -> String {
     let n_ops = total(|c| &c.ops);
     let ops = n_ops.max(1);
@@ -626,21 +672,35 @@ pub(crate) fn line() -> String {
     let st = Means::of(steady, scale, |c| &c.steady_ticks);
     let st_other = st.lookup + st.lock + st.record + st.rest;
     let st_own = st.python + st.stack + st.marker + st_other;
+    let (split, st_split) = if phases_enabled() {
+        (
+            format!(
+                "native stack copy {stack} for {:.0} bytes; python {python} for {:.1} frames; \
+                 marker {marker}, of which {} in {long} writes that waited for queue room; other \
+                 {other}: stream and kernel lookup {lookup}, ring lock {lock}, ring push \
+                 {record}, entry and exit {rest}",
+                per(total(|c| &c.stack_bytes)),
+                per(total(|c| &c.python_frames)),
+                total(|c| &c.long_marker_ns) / ops,
+            ),
+            format!(
+                "native stack copy {}, python {}, marker {}, other {st_other}",
+                st.stack, st.python, st.marker
+            ),
+        )
+    } else {
+        let not = "phases not timed: CUDABLAME_STATS=total".to_string();
+        (not.clone(), not)
+    };
     format!(
         "cudablame stats: {n_ops} recorded ops; mean ns per op: total {} = real call {real} + \
-         cudablame {own} (native stack copy {stack} for {:.0} bytes; python {python} for {:.1} \
-         frames; marker {marker}, of which {} in {long} writes that waited for queue room; other \
-         {other}: stream and kernel lookup {lookup}, ring lock {lock}, ring push {record}, entry \
-         and exit {rest}); marked {} of {n_ops} ops ({why}); held stacks unwound {}; held stack \
-         copies {}; other calls {}, cudablame ns per call {} ({}); whole hook: {hook_ops} recorded \
-         ops, {} ns each; paused: {paused} ops, real call {} ns, whole hook {} ns; recorded after \
-         the first pause: {steady} ops, real call {} ns, cudablame {st_own} ns (native stack copy {}, \
-         python {}, marker {}, other {st_other}), marked {}, whole hook {} ns; between ops' hooks: paused {} ns ({} gaps), recording {} ns \
-         ({} gaps)",
+         cudablame {own} ({split}); marked {} of {n_ops} ops ({why}); held stacks unwound {}; \
+         held stack copies {}; other calls {}, cudablame ns per call {} ({}); whole hook: \
+         {hook_ops} recorded ops, {} ns each; paused: {paused} ops, real call {} ns, whole hook {} \
+         ns; recorded after the first pause: {steady} ops, real call {} ns, cudablame {st_own} ns \
+         ({st_split}), marked {}, whole hook {} ns; between ops' hooks: paused {} ns ({} gaps), \
+         recording {} ns ({} gaps); one tick reading {:.1} ns",
         real + own,
-        per(total(|c| &c.stack_bytes)),
-        per(total(|c| &c.python_frames)),
-        total(|c| &c.long_marker_ns) / ops,
         total(|c| &c.marked),
         total(|c| &c.held_unwinds),
         total(|c| &c.held_copies),
@@ -651,16 +711,27 @@ pub(crate) fn line() -> String {
         mean(total(|c| &c.paused_real_ticks), paused),
         mean(total(|c| &c.paused_hook_ticks), paused),
         st.real,
-        st.stack,
-        st.python,
-        st.marker,
         total(|c| &c.steady_marked),
         mean(total(|c| &c.steady_hook_ticks), steady),
         mean(total(|c| &c.between_ticks[0]), total(|c| &c.between_n[0])),
         total(|c| &c.between_n[0]),
         mean(total(|c| &c.between_ticks[1]), total(|c| &c.between_n[1])),
         total(|c| &c.between_n[1]),
+        tick_reading_ns(scale),
     )
+}
+
+/// What one tick reading costs (ns, the mean of 1,000 back to back at exit, `scale` ns per
+/// tick): every timed phase carries about one, so `CUDABLAME_STATS=on`'s own time holds about
+/// ten per op that an unmeasured hook does not pay, and `total`'s about two.
+fn tick_reading_ns(scale: f64) -> f64 {
+    const N: u64 = 1000;
+    let t0 = ticks();
+    let mut last = t0;
+    for _ in 0..N {
+        last = std::hint::black_box(ticks());
+    }
+    last.saturating_sub(t0) as f64 * scale / N as f64
 }
 
 /// Registers [`print_at_exit`] at the first counted call (a recorded op or another call).

@@ -10,25 +10,27 @@ use std::sync::atomic::Ordering;
 
 /// Runs an enqueueing call: records it and enqueues its progress marker when the real call
 /// succeeds. Returns the real result, and the op that was not enqueued when it failed (a launch
-/// error names that launch as the culprit).
+/// error names that launch as the culprit). `entered`: the hook's entry ([`cost::start`]; 0
+/// when not measuring), from which the op's cost is timed.
 pub(crate) fn enqueue(
     ep: EntryPoint,
     launch: Launch,
     entry: &EntryRegs,
+    entered: u64,
     real_call: impl FnOnce() -> CUresult,
 ) -> (CUresult, Option<OpRecord>) {
     let Some(driver) = real::driver() else {
         return (real_call(), None);
     };
-    let mut time = cost::Timeline::start();
+    let mut time = cost::Timeline::from(entered);
     let prepared = crate::safety::guarded(|| prepare(driver, ep, launch, &mut time));
     let Some((state, mut op)) = prepared else {
         return (real_call(), None);
     };
     let mut ring = state.ops.lock();
-    time.lap(cost::Phase::Lock);
+    time.lap_before_real(cost::Phase::Lock);
     let rc = real_call();
-    time.lap(cost::Phase::RealCall);
+    time.lap_real();
     // When the call returned: the marker budget counts host time between calls only (`policy`).
     let returned = now_ns();
     if rc != CUDA_SUCCESS {

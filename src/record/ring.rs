@@ -156,7 +156,7 @@ impl Ring {
         let seq = self.last_seq;
         op.seq = seq;
         if let Some((regs, bytes)) = copy {
-            let copying = super::cost::start();
+            let copying = super::cost::phase_start();
             self.copy_stack(seq, regs, bytes, completed);
             super::cost::add(super::cost::Phase::Stack, copying);
             op.stack = StackRef::Copied;
