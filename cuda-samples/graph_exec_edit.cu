@@ -10,7 +10,7 @@
 //   capture on g: graph_fill           -> graph; instantiate -> exec
 //   exec's node set to graph_check on bad indices (the capture list is stale)
 //   stream a: graph_check (good indices, spins 300 ms, never asserts)
-//   launch_graph(exec, g)              -> CULPRIT: its node asserts -> 710
+//   cudaGraphLaunch(exec, g)           -> CULPRIT: its node asserts -> 710
 //   cudaStreamSynchronize(g)           -> REPORTS
 //
 // The device-side assert names graph_check. By the graph's captured list
@@ -46,12 +46,6 @@ __global__ void graph_check(const int* idx, int n, long long spin_ns) {
 __global__ void make_bad(int* idx, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) idx[i] = n + i;
-}
-
-__attribute__((noinline)) cudaError_t launch_graph(cudaGraphExec_t exec, cudaStream_t s) {
-    cudaError_t e = cudaGraphLaunch(exec, s);
-    if (e != cudaSuccess) fprintf(stderr, "launch_graph: %s\n", cudaGetErrorName(e));
-    return e;
 }
 
 int main() {
@@ -91,7 +85,7 @@ int main() {
 
     graph_check<<<1, n, 0, a>>>(good, n, 300LL * 1000 * 1000);  // healthy, still running
     CHECK(cudaGetLastError());
-    CHECK(launch_graph(exec, g));
+    CHECK(cudaGraphLaunch(exec, g));
     CHECK(cudaStreamSynchronize(g));
     printf("unexpected: no error\n");
     return 0;

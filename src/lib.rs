@@ -25,6 +25,7 @@
 //!
 //! ```text
 //! safety    panics contained, stderr, fork-safe cells (the bottom: uses nothing of the crate)
+//! clock     wall-clock ns from the time-stamp counter, anchored to CLOCK_REALTIME (libc only)
 //! config    CUDABLAME_* read once
 //! cuda      FFI types, the declared entry-point list, Side
 //! threads   the calling thread's id, what each thread was started to run
@@ -39,8 +40,9 @@
 
 /// The module order of the list above, lowest first.
 #[cfg(test)]
-const LAYERS: [&str; 11] = [
+const LAYERS: [&str; 12] = [
     "safety",
+    "clock",
     "config",
     "cuda",
     "threads",
@@ -54,6 +56,7 @@ const LAYERS: [&str; 11] = [
 ];
 
 mod blame;
+mod clock;
 mod config;
 mod cuda;
 mod detect;

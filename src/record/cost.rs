@@ -256,18 +256,7 @@ pub(crate) fn phase_start() -> u64 {
 static BASE_TICKS: AtomicU64 = AtomicU64::new(0);
 static BASE_NS: AtomicU64 = AtomicU64::new(0);
 
-/// A tick reading: the time-stamp counter on x86-64, else the monotonic clock in ns.
-#[inline]
-fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: `rdtsc` reads the time-stamp counter; no memory access, available on every
-        // x86-64 processor.
-        unsafe { core::arch::x86_64::_rdtsc() }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    monotonic_ns()
-}
+use crate::clock::ticks;
 
 /// A tick reading when measuring (never 0), else 0 (no reading).
 #[inline]
@@ -569,13 +558,7 @@ pub(crate) fn held_copy() {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::clock::system_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// Mean ns per op of each phase, over `ops` ops, from the tick counters `ticks` picks (the

@@ -128,7 +128,7 @@ pub(super) fn prepare(
     ep: EntryPoint,
     launch: Launch,
     time: &mut cost::Timeline,
-) -> (std::sync::Arc<StreamState>, OpRecord) {
+) -> (streams::StreamRef, OpRecord) {
     crate::config::test_panic(crate::config::PanicPoint::Record);
     let time_ns = now_ns();
     time.lap(cost::Phase::Rest);

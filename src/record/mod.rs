@@ -126,18 +126,14 @@ pub(crate) fn forget_after_fork() {
     names::clear();
     graphs::clear();
     ring::forget_after_fork();
+    crate::clock::after_fork();
     CAPTURES_ACTIVE.store(0, Ordering::Relaxed);
 }
 
-/// Wall-clock time in ns (`CLOCK_REALTIME`).
+/// Wall-clock time in ns (`CLOCK_REALTIME`, read through the TSC: [`crate::clock`]).
+#[inline]
 pub(crate) fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::clock::now_ns()
 }
 
 /// into the hooked entry point (`entry`) outwards, unwound now and kept, under the configured

@@ -254,10 +254,36 @@ pub(crate) fn context_if_known(driver: &Driver, id: StreamId) -> usize {
     driver.stream_context(h)
 }
 
+/// A stream's state as the hot path holds it for one op: borrowed from this thread's cache of
+/// the stream it used last (no reference count touched), or owned when there was no cache to
+/// keep it in (a hook after this thread's [`ThreadStreams`] was dropped).
+pub(crate) enum StreamRef {
+    /// Points at the state this thread's [`ThreadStreams::cache`] holds an `Arc` of. Valid until
+    /// this thread's next [`lookup`] replaces that entry: no other thread touches the cache, and
+    /// the hook that holds a `StreamRef` makes no other lookup (a nested hooked call goes
+    /// straight to the driver, `interpose::hook`).
+    Cached(std::ptr::NonNull<StreamState>),
+    Owned(Arc<StreamState>),
+}
+
+impl std::ops::Deref for StreamRef {
+    type Target = StreamState;
+    #[inline]
+    fn deref(&self) -> &StreamState {
+        match self {
+            // SAFETY: see the variant's doc: the cache's `Arc` keeps the state alive while this
+            // `StreamRef` exists.
+            StreamRef::Cached(p) => unsafe { p.as_ref() },
+            StreamRef::Owned(a) => a,
+        }
+    }
+}
+
 /// The state of stream `id` in its own context ([`context_of`]), created on first use (with its
 /// marker slot). The hot path asks the driver for the current context only for default streams,
-/// and nothing at all for a stream handle this thread used last.
-pub(crate) fn lookup(driver: &Driver, id: StreamId) -> Arc<StreamState> {
+/// and nothing at all for a stream handle this thread used last. The answer stays valid until
+/// this thread's next lookup ([`StreamRef`]).
+pub(crate) fn lookup(driver: &Driver, id: StreamId) -> StreamRef {
     let epoch = EPOCH.load(Ordering::Acquire);
     let current = match id {
         StreamId::Handle(_) => None,
@@ -268,13 +294,13 @@ pub(crate) fn lookup(driver: &Driver, id: StreamId) -> Arc<StreamState> {
             Some(((ctx, k), e, s))
                 if *k == id && *e == epoch && current.is_none_or(|cur| cur == *ctx) =>
             {
-                Some(s.clone())
+                Some(std::ptr::NonNull::from(&**s))
             }
             _ => None,
         })
         .flatten();
     if let Some(s) = cached {
-        return s;
+        return StreamRef::Cached(s);
     }
     let context = current.unwrap_or_else(|| context_of(driver, id));
     let key = (context, id);
@@ -308,8 +334,11 @@ pub(crate) fn lookup(driver: &Driver, id: StreamId) -> Arc<StreamState> {
         }
         state
     });
-    let _ = MINE.with(|m| *m.cache.borrow_mut() = Some((key, epoch, state.clone())));
-    state
+    let ptr = std::ptr::NonNull::from(&*state);
+    match MINE.with(|m| *m.cache.borrow_mut() = Some((key, epoch, state.clone()))) {
+        Some(()) => StreamRef::Cached(ptr),
+        None => StreamRef::Owned(state),
+    }
 }
 
 /// The state of stream `id` in its own context if it exists.

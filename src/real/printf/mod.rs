@@ -112,17 +112,10 @@ pub(crate) fn feed(text: &[u8]) {
     });
 }
 
-/// Wall-clock ns (`CLOCK_REALTIME`), the clock of `record::now_ns`; 0 if it fails.
+/// Wall-clock ns, the clock of the ops' launch times (`clock`, lock-free and
+/// async-signal-safe); 0 if it fails.
 fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out pointer; clock_gettime is async-signal-safe and takes no lock.
-    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::clock::now_ns()
 }
 
 /// The assert lines captured so far (the first [`MAX_LINES`]), each with the wall-clock ns at
