@@ -280,6 +280,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 /* Contexts */
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 CUresult cuCtxDestroy_v2(CUcontext ctx);
 CUresult cuCtxSetCurrent(CUcontext ctx);
@@ -612,6 +613,7 @@ typedef CUresult (*PFN_cuGraphExecKernelNodeSetParams)(CUgraphExec hGraphExec, C
 
 #define cuDeviceTotalMem cuDeviceTotalMem_v2
 #define cuDevicePrimaryCtxRelease cuDevicePrimaryCtxRelease_v2
+#define cuDevicePrimaryCtxReset cuDevicePrimaryCtxReset_v2
 #define cuCtxCreate cuCtxCreate_v2
 #define cuCtxDestroy cuCtxDestroy_v2
 #define cuCtxPushCurrent cuCtxPushCurrent_v2

@@ -5,8 +5,10 @@
  * Usage: device_scope MODE
  *   destroyed      contexts A and B on device 0. B runs a healthy 300 ms kernel; A a kernel that
  *                  faults (700) after 30 ms; A is destroyed (cuCtxDestroy waits for its work, the
- *                  fault stops the device); then B's cuCtxSynchronize returns 700. B's healthy
- *                  kernel is the one op cudablame still holds: never `exact` on it.
+ *                  fault stops the device; it returns the 700, or 0 with the fake's
+ *                  FAKE_CUDA_QUIET_DESTROY=1); then B's cuCtxSynchronize returns 700. When the
+ *                  destroy returned 0, B's healthy kernel is the one op cudablame still holds:
+ *                  never `exact` on it.
  *   proven         the same A destroyed with B current (no marker can be added to A's tail), its
  *                  work a quick healthy kernel; B's cuCtxSynchronize succeeds (the destroyed work
  *                  did not fault); then B's kernel that faults, and B's cuCtxSynchronize: `exact`.

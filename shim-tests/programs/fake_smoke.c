@@ -605,10 +605,13 @@ int main(void) {
     CHECK_RC(cu.StreamWriteValue64(NULL, marker + 4, 1, 0), CUDA_ERROR_INVALID_VALUE);
     CHECK_RC(cu.MemFreeHost(pinned), CUDA_SUCCESS);
 
-    CHECK_RC(cu.CtxDestroy(third), CUDA_SUCCESS);
-    CHECK_RC(cu.CtxDestroy(sibling), CUDA_SUCCESS);
-    CHECK_RC(cu.CtxDestroy(faulty), CUDA_SUCCESS);
+    /* Destroying a poisoned context returns its sticky error and destroys it all the same. */
+    CHECK_RC(cu.CtxDestroy(third), CUDA_ERROR_MISALIGNED_ADDRESS);
+    CHECK_RC(cu.CtxDestroy(sibling), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CHECK_RC(cu.CtxDestroy(faulty), CUDA_ERROR_ILLEGAL_ADDRESS);
     CHECK_RC(cu.CtxDestroy(healthy), CUDA_SUCCESS);
+    CHECK_RC(cu.CtxDestroy(faulty), CUDA_ERROR_INVALID_CONTEXT);
+    CHECK_RC(cu.CtxSetCurrent(third), CUDA_ERROR_INVALID_CONTEXT);
 
     printf("fake_smoke: %d checks ok\n", checks);
     return 0;

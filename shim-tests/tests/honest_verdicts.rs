@@ -394,10 +394,33 @@ fn assert_among_candidates(r: &Run, kernel: &str, what: &str) {
 /// forgotten with it; its possibly unfinished work now keeps the device's verdicts below
 /// `exact` (with the reason) until a context synchronization on the device proves it did not
 /// fault. Before: `exact` on the other context's healthy kernel, the only op still held.
+/// The destroy returns the fault's 700 by default (then it is the reporting call, and the
+/// report names A's kernel from A's rings, `context_teardown.rs`); a driver need not
+/// (`cuCtxDestroy` "may also return error codes from previous, asynchronous launches"):
+/// `FAKE_CUDA_QUIET_DESTROY=1` makes the fake's destroy return success, and B reports.
 #[test]
 fn a_context_destroyed_with_unproven_work_never_leaves_an_exact_verdict_on_another() {
     let program = compile_with("device_scope", "device_scope", &["-lcuda"]);
+    const QUIET: (&str, &str) = ("FAKE_CUDA_QUIET_DESTROY", "1");
     for markers in ["every", "budget"] {
+        let plain = run(&program, &["destroyed"], false, &[QUIET]);
+        let r = run(
+            &program,
+            &["destroyed"],
+            true,
+            &[("CUDABLAME_MARKERS", markers), QUIET],
+        );
+        assert_eq!(plain.printed("destroy_rc"), "0", "{}", plain.stdout);
+        assert_eq!(plain.printed("sync_rc"), "700", "{}", plain.stdout);
+        assert_eq!(r.stdout, plain.stdout, "{markers}");
+        assert_eq!(
+            r.report()["reporting_call"]["entry_point"],
+            "cuCtxSynchronize"
+        );
+        assert_among_candidates(&r, "bad", markers);
+        let not_exact = r.report()["culprit"]["not_exact"].as_str().unwrap_or("");
+        assert!(not_exact.contains("destroyed"), "{markers}: {}", r.stderr);
+        // The destroy that returns the error reports it, from A's rings: A's `bad` (#1).
         let plain = run(&program, &["destroyed"], false, &[]);
         let r = run(
             &program,
@@ -405,11 +428,16 @@ fn a_context_destroyed_with_unproven_work_never_leaves_an_exact_verdict_on_anoth
             true,
             &[("CUDABLAME_MARKERS", markers)],
         );
+        assert_eq!(plain.printed("destroy_rc"), "700", "{}", plain.stdout);
         assert_eq!(plain.printed("sync_rc"), "700", "{}", plain.stdout);
         assert_eq!(r.stdout, plain.stdout, "{markers}");
+        assert_eq!(
+            r.report()["reporting_call"]["entry_point"],
+            "cuCtxDestroy_v2"
+        );
         assert_among_candidates(&r, "bad", markers);
-        let not_exact = r.report()["culprit"]["not_exact"].as_str().unwrap_or("");
-        assert!(not_exact.contains("destroyed"), "{markers}: {}", r.stderr);
+        assert_eq!(r.culprit()["kernel"], "bad", "{markers}: {}", r.stderr);
+        assert_eq!(r.culprit()["seq"], 1, "{markers}: {}", r.stderr);
         // Work proven by a later successful context synchronization leaves verdicts exact.
         let r = run(
             &program,

@@ -96,21 +96,28 @@ pub(crate) fn hook(
         return real_call();
     };
     // A recorded op times itself (`record::cost::Timeline`); any other call is timed here.
-    let (rc, unrecorded, time) = match call {
+    let (rc, unrecorded, time, teardown) = match call {
         Call::Enqueue(launch) => {
             let (rc, unrecorded) = record::enqueue(ep, launch, entry, entered, real_call);
-            (rc, unrecorded, None)
+            (rc, unrecorded, None, None)
         }
         _ => {
             let mut time = record::cost::OtherCall::from(entered);
             let mark = crate::safety::guarded(|| record::before(ep, &call)).flatten();
             let rc = time.real(real_call);
-            crate::safety::guarded(|| record::after(ep, &call, mark, rc, entry));
-            (rc, None, Some(time))
+            let teardown =
+                crate::safety::guarded(|| record::after(ep, &call, mark, rc, entry)).flatten();
+            (rc, None, Some(time), teardown)
         }
     };
     if rc != CUDA_SUCCESS {
         crate::safety::guarded(|| detect::observe(ep, &call, rc, unrecorded));
+    }
+    // A context the call ended (`cuCtxDestroy`, a primary-context reset or last release, which
+    // destroy it even when they return a sticky error) is forgotten only now: the report of
+    // that error, just written, was built from its rings.
+    if let Some(teardown) = teardown {
+        crate::safety::guarded(|| teardown.apply());
     }
     match time {
         Some(time) => time.finish(ep),

@@ -109,12 +109,15 @@ pub(crate) enum Call {
     UnseenWork {
         stream: usize,
     },
-    /// `cuCtxDestroy`: on success the context, its streams and marker slab are forgotten.
+    /// `cuCtxDestroy`: the context, its streams and marker slab are forgotten when it returns
+    /// success or a sticky error (the driver destroys a faulted context and returns its error),
+    /// after that error's report (`record::Teardown`).
     DestroyContext {
         ctx: usize,
     },
     /// `cuDevicePrimaryCtxReset` (`reset`: always destroys) / `cuDevicePrimaryCtxRelease` (destroys
-    /// with the last reference): the primary context of `dev` is forgotten once it is gone.
+    /// with the last reference): the primary context of `dev` is forgotten once it is gone (on
+    /// success or a sticky error, as for [`Call::DestroyContext`]).
     PrimaryContext {
         dev: i32,
         reset: bool,

@@ -203,15 +203,58 @@ pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
     }
 }
 
+/// A context that a call ended, to be forgotten ([`streams::forget_context`]) once the call's
+/// result has been observed: [`after`] finds it, `interpose::hook` applies it after
+/// `detect::observe`, so that a report of the error the call returned (`cuCtxDestroy` of a
+/// faulted context returns the sticky error, yet destroys the context: driver API,
+/// `cuCtxDestroy`, "may also return error codes from previous, asynchronous launches") is built
+/// from that context's rings, and only then are they dropped.
+#[must_use]
+pub(crate) enum Teardown {
+    /// Forget this context.
+    Context(usize),
+    /// Forget every context known on this device (its primary context's handle was not learned).
+    Device(i32),
+}
+
+impl Teardown {
+    /// Forgets what the call ended (said on stderr under `CUDABLAME_DEBUG`).
+    pub(crate) fn apply(self) {
+        if config::get().debug {
+            crate::safety::say(&match self {
+                Teardown::Context(ctx) => format!(
+                    "cudablame: context {ctx:#x} ended: its streams and marker slots are forgotten"
+                ),
+                Teardown::Device(dev) => format!(
+                    "cudablame: the primary context of device {dev} ended: the streams and marker \
+                     slots of the device's contexts are forgotten"
+                ),
+            });
+        }
+        match self {
+            Teardown::Context(ctx) => streams::forget_context(ctx),
+            Teardown::Device(dev) => streams::forget_device(dev),
+        }
+    }
+}
+
+/// Whether a context-ending call that returned `rc` ended the context: on success, and on a
+/// sticky error, which the driver returns from the context's earlier work while still destroying
+/// it. Any other failure (`CUDA_ERROR_INVALID_CONTEXT`, an invalid device) destroyed nothing.
+fn context_ended(rc: CUresult) -> bool {
+    rc == CUDA_SUCCESS || is_sticky(rc)
+}
+
 /// After a non-enqueueing call: a successful synchronization proves every op it covered completed;
-/// capture begin/end and stream destruction keep the tables right.
+/// capture begin/end and stream destruction keep the tables right. A context the call ended is
+/// returned, not forgotten here ([`Teardown`]).
 pub(crate) fn after(
     ep: EntryPoint,
     call: &Call,
     mark: Option<SyncMark>,
     rc: CUresult,
     entry: &EntryRegs,
-) {
+) -> Option<Teardown> {
     if rc == CUDA_SUCCESS {
         if let Some(m) = &mark {
             for &(ref s, n) in &m.streams {
@@ -315,18 +358,45 @@ pub(crate) fn after(
                 streams::lookup(driver, id).note_unseen(ep);
             }
         }
-        Call::DestroyContext { ctx } if rc == CUDA_SUCCESS => streams::forget_context(ctx),
-        Call::PrimaryContext { dev, reset } if rc == CUDA_SUCCESS => {
+        Call::DestroyContext { ctx } if context_ended(rc) => {
+            return Some(Teardown::Context(ctx));
+        }
+        Call::PrimaryContext { dev, reset } if context_ended(rc) => {
             let ctx = mark.as_ref().map_or(0, |m| m.context);
-            let gone = reset || real::driver().and_then(|d| d.primary_active(dev)) == Some(false);
-            match (gone, ctx) {
-                (false, _) => {}
-                // The handle could not be learned before the call: forget the device's contexts
-                // (losing some history is harmless; a slot in unregistered memory is not).
-                (true, 0) => streams::forget_device(dev),
-                (true, ctx) => streams::forget_context(ctx),
-            }
+            // A release destroys with the last reference only. After a sticky error the state
+            // may not be known: then taken as gone (losing some history is harmless; a marker
+            // slot in memory the destroy unregistered is not).
+            let active = real::driver().and_then(|d| d.primary_active(dev));
+            let gone = reset || active == Some(false) || (active.is_none() && rc != CUDA_SUCCESS);
+            return match (gone, ctx) {
+                (false, _) => None,
+                // The handle could not be learned before the call: forget the device's contexts.
+                (true, 0) => Some(Teardown::Device(dev)),
+                (true, ctx) => Some(Teardown::Context(ctx)),
+            };
         }
         _ => {}
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A context-ending call ended the context on success and on a sticky error (which the
+    /// driver returns while destroying it); on any other failure it destroyed nothing, and
+    /// cudablame keeps the context's streams.
+    #[test]
+    fn only_success_or_a_sticky_error_ends_a_context() {
+        assert!(context_ended(CUDA_SUCCESS));
+        for sticky in [700, 702, 710, 716, 719, 999] {
+            assert!(context_ended(sticky), "{sticky}");
+        }
+        // Invalid value, invalid device, invalid context, context already destroyed, not
+        // initialized, launch out of resources (not sticky).
+        for failed in [1, 101, 201, 709, 3, 701] {
+            assert!(!context_ended(failed), "{failed}");
+        }
     }
 }

@@ -200,16 +200,16 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
     })
 }
 
-/// `cuCtxDestroy_v2(CUcontext)`: waits for the context's work, then destroys it (works on a
-/// poisoned context too: that is how a real application recovers).
+/// `cuCtxDestroy_v2(CUcontext)`: waits for the context's work, then destroys it. A poisoned
+/// context is destroyed too (that is how a real application recovers), and the call returns its
+/// sticky error (`context::destroyed_result`).
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
     guard(|| {
         context::require_init()?;
         let ctx = CONTEXTS.get(ctx).ok_or(errors::INVALID_CONTEXT)?;
         context::pop_if_current(ctx);
-        ctx.destroy();
-        Ok(())
+        context::destroyed_result(ctx.destroy())
     })
 }
 

@@ -17,6 +17,34 @@ static INITIALIZED: AtomicBool = AtomicBool::new(false);
 /// Live `CUcontext` handles.
 pub static CONTEXTS: Registry<Context> = Registry::new();
 
+/// Destroyed contexts whose addresses `FAKE_CUDA_REUSE_HANDLES=1` hands out again to the next
+/// context created on the same device with the same kind (primary or not), the most recently
+/// destroyed first, as a real driver may hand out freed memory again.
+static FREED: Mutex<Vec<&'static Context>> = parking_lot::const_mutex(Vec::new());
+
+/// Whether `FAKE_CUDA_QUIET_DESTROY` is set (to anything but empty or `0`): destroying a context
+/// whose work left a sticky error returns `CUDA_SUCCESS`, as a driver may (the driver API says
+/// only that `cuCtxDestroy` "may also return error codes from previous, asynchronous
+/// launches"). By default the fake returns the sticky error, and destroys the context all the
+/// same.
+fn quiet_destroy() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("FAKE_CUDA_QUIET_DESTROY").is_ok_and(|v| !v.is_empty() && v != "0")
+    })
+}
+
+/// What a call that destroyed a context returns (`cuCtxDestroy_v2`, `cuDevicePrimaryCtxReset_v2`,
+/// the last `cuDevicePrimaryCtxRelease_v2`), given the sticky error its work left
+/// ([`Context::destroy`]): that error (unless [`quiet_destroy`]), else success.
+pub fn destroyed_result(sticky: CUresult) -> Res<()> {
+    match sticky {
+        0 => Ok(()),
+        _ if quiet_destroy() => Ok(()),
+        code => Err(code),
+    }
+}
+
 /// Primary contexts: device -> (context, retain count).
 static PRIMARY: Mutex<BTreeMap<CUdevice, (&'static Context, u32)>> =
     parking_lot::const_mutex(BTreeMap::new());
@@ -138,8 +166,22 @@ pub struct Context {
 }
 
 impl Context {
-    /// Creates and registers a new context on `dev`.
+    /// Creates and registers a new context on `dev` (at a destroyed one's address under
+    /// `FAKE_CUDA_REUSE_HANDLES`, see [`FREED`]).
     pub fn create(dev: CUdevice, primary: bool) -> &'static Context {
+        let freed = {
+            let mut freed = FREED.lock();
+            freed
+                .iter()
+                .rposition(|c| c.device == dev && c.primary == primary)
+                .map(|i| freed.remove(i))
+        };
+        if let Some(ctx) = freed {
+            ctx.revive();
+            CONTEXTS.add(ctx);
+            crate::trace!("context {:p} reused", ctx);
+            return ctx;
+        }
         CONTEXTS.insert(Context {
             device: dev,
             primary,
@@ -149,6 +191,15 @@ impl Context {
             per_thread: parking_lot::const_mutex(HashMap::new()),
             streams: parking_lot::const_mutex(Vec::new()),
         })
+    }
+
+    /// A destroyed context made new again (healthy, no streams) for reuse of its address. Its
+    /// streams' workers have all exited ([`Context::destroy`] waits for them under reuse).
+    fn revive(&self) {
+        self.sticky.store(0, Ordering::SeqCst);
+        *self.legacy.lock() = None;
+        self.per_thread.lock().clear();
+        self.destroyed.store(false, Ordering::SeqCst);
     }
 
     /// The sticky error (0 if none).
@@ -258,17 +309,28 @@ impl Context {
         }
     }
 
-    /// Destroys the context: waits for its work, stops its stream workers and invalidates the
-    /// handle. Threads that still have it current get `CUDA_ERROR_CONTEXT_IS_DESTROYED`.
-    pub fn destroy(&'static self) {
+    /// Destroys the context, faulted or not: waits for its work, stops its stream workers,
+    /// frees or unregisters its pinned memory and invalidates the handle. Threads that still
+    /// have it current get `CUDA_ERROR_CONTEXT_IS_DESTROYED` (unless the address is reused).
+    /// Returns the sticky error its work left (0: none), which the destroying call returns
+    /// ([`destroyed_result`]). Under `FAKE_CUDA_REUSE_HANDLES` it waits for the stream workers
+    /// to exit and offers the address (and its streams') for reuse.
+    pub fn destroy(&'static self) -> CUresult {
         self.synchronize_all();
+        let sticky = self.sticky();
         self.destroyed.store(true, Ordering::SeqCst);
-        for stream in self.streams() {
+        let streams = self.streams();
+        for stream in &streams {
             stream.close();
         }
         crate::memory::release_context(crate::handles::handle_of(self) as usize);
         CONTEXTS.remove(crate::handles::handle_of(self));
         signal::notify();
+        if crate::capture::reuse_handles() {
+            signal::wait_until(|| streams.iter().all(|s| s.exited()));
+            FREED.lock().push(self);
+        }
+        sticky
     }
 }
 
@@ -353,17 +415,17 @@ pub fn primary_retain(dev: CUdevice) -> Res<&'static Context> {
 }
 
 /// `cuDevicePrimaryCtxReset_v2`: destroys the primary context (all its allocations and state)
-/// whatever its reference count; the next retain creates a fresh one.
+/// whatever its reference count, returning the sticky error its work left
+/// ([`destroyed_result`]); the next retain creates a fresh one.
 pub fn primary_reset(dev: CUdevice) -> Res<()> {
     check_device(dev)?;
     let reset = PRIMARY.lock().remove(&dev).map(|(ctx, _)| ctx);
-    if let Some(ctx) = reset {
-        pop_if_current(ctx);
-        if !ctx.is_destroyed() {
-            ctx.destroy();
-        }
+    let Some(ctx) = reset else { return Ok(()) };
+    pop_if_current(ctx);
+    if ctx.is_destroyed() {
+        return Ok(());
     }
-    Ok(())
+    destroyed_result(ctx.destroy())
 }
 
 /// `cuDevicePrimaryCtxGetState`: whether the primary context is active (retained, not destroyed).
@@ -375,7 +437,8 @@ pub fn primary_active(dev: CUdevice) -> Res<bool> {
         .is_some_and(|(ctx, n)| *n > 0 && !ctx.is_destroyed()))
 }
 
-/// `cuDevicePrimaryCtxRelease_v2`: the last release destroys the primary context.
+/// `cuDevicePrimaryCtxRelease_v2`: the last release destroys the primary context (and returns
+/// the sticky error its work left, [`destroyed_result`]).
 pub fn primary_release(dev: CUdevice) -> Res<()> {
     check_device(dev)?;
     let released = {
@@ -390,8 +453,8 @@ pub fn primary_release(dev: CUdevice) -> Res<()> {
             None
         }
     };
-    if let Some(ctx) = released {
-        ctx.destroy();
+    match released {
+        Some(ctx) if !ctx.is_destroyed() => destroyed_result(ctx.destroy()),
+        _ => Ok(()),
     }
-    Ok(())
 }

@@ -2,8 +2,9 @@
 //!
 //! Every object the fake hands out (context, stream, event, module, function, graph, ...) is a
 //! leaked `Box`, so its address stays valid for the life of the process, even after the object
-//! is "destroyed"; it is never reused, except graphs and executable graphs under
-//! `FAKE_CUDA_REUSE_HANDLES=1` (`capture::new_graph`), which re-register a destroyed object. A [`Registry`] records which addresses are live handles
+//! is "destroyed"; it is never reused, except graphs, executable graphs, contexts and user
+//! streams under `FAKE_CUDA_REUSE_HANDLES=1` (`capture::new_graph`, `context::Context::create`,
+//! `stream::Stream::spawn`), which re-register a destroyed object. A [`Registry`] records which addresses are live handles
 //! of one kind; an incoming handle is dereferenced only if its registry knows it, so garbage or
 //! destroyed handles produce `CUDA_ERROR_INVALID_HANDLE` instead of a crash.
 

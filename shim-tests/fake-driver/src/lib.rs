@@ -96,12 +96,20 @@
 //! `cuGetProcAddress[_v2]`, `cuDriverGetVersion`, `cuDeviceGet*`, `cuMemFreeHost`,
 //! `cuStreamDestroy_v2`, `cuEventDestroy_v2`, and the pure bookkeeping / teardown calls
 //! `cuCtxSetCurrent`, `cuCtxPushCurrent_v2`, `cuCtxPopCurrent_v2`, `cuCtxDestroy_v2`,
-//! `cuDevicePrimaryCtxRetain`, `cuDevicePrimaryCtxRelease_v2`, `cuThreadExchangeStreamCaptureMode`,
+//! `cuDevicePrimaryCtxRetain`, `cuDevicePrimaryCtxRelease_v2`, `cuDevicePrimaryCtxReset_v2`,
+//! `cuThreadExchangeStreamCaptureMode`,
 //! and the graph calls that enqueue nothing (`cuGraphDestroy`, `cuGraphExecDestroy`,
 //! `cuGraphGetNodes`, `cuGraphCreate`, `cuGraphClone`, `cuGraphAddKernelNode[_v2]`,
 //! `cuGraphKernelNodeSetParams[_v2]`, `cuGraphExecKernelNodeSetParams[_v2]`,
 //! `cuGraphExecUpdate_v2`). A context of another device is unaffected, and so is one created
 //! after the fault (the real driver 580 fails that `cuCtxCreate` with the error).
+//!
+//! The calls that destroy a context (`cuCtxDestroy_v2`, `cuDevicePrimaryCtxReset_v2`, the last
+//! `cuDevicePrimaryCtxRelease_v2`) destroy a poisoned one too, as a real driver does (that is
+//! how an application recovers): they wait for its work, close its streams, free or unregister
+//! its pinned memory and invalidate its handle, and then return its sticky error (the driver API:
+//! `cuCtxDestroy` "may also return error codes from previous, asynchronous launches"), or
+//! `CUDA_SUCCESS` under `FAKE_CUDA_QUIET_DESTROY=1`.
 //!
 //! ## Launches
 //!
@@ -164,7 +172,14 @@
 //! * `FAKE_CUDA_DEVICES=N`: number of devices (default 2).
 //! * `FAKE_CUDA_NO_STREAM_MEMOPS=1`: stream memory operations unsupported.
 //! * `FAKE_CUDA_REUSE_HANDLES=1`: a destroyed graph's or executable graph's address is handed out
-//!   again by the next one created (see "Stream capture and graphs").
+//!   again by the next one created (see "Stream capture and graphs"); so is a destroyed
+//!   context's, to the next context created on its device (primary for primary, created for
+//!   created), and a destroyed user stream's, to the next stream created with the same flags and
+//!   priority in the context at its context's address (a context's destroy then waits for its
+//!   stream workers to exit): a handle of the new context or stream may equal one of the
+//!   destroyed context's, as with a real driver's freed memory.
+//! * `FAKE_CUDA_QUIET_DESTROY=1`: destroying a context whose work left a sticky error returns
+//!   `CUDA_SUCCESS` instead of that error (see "Sticky faults").
 //! * `FAKE_CUDA_TRACE=1`: log enqueues, executions, discards and faults to stderr.
 
 /// Defines a plain export and its per-thread-default-stream twin (`_ptsz` / `_ptds`), both

@@ -30,8 +30,15 @@ use std::time::{Duration, Instant};
 /// Live user `CUstream` handles (legacy and per-thread streams are reached through their
 /// special handle values, never through a pointer).
 pub static STREAMS: Registry<Stream> = Registry::new();
-/// Handles of destroyed streams (stream objects are leaked, so a handle is never reused).
+/// Handles of destroyed streams (stream objects are leaked, so a handle is never reused, except
+/// under `FAKE_CUDA_REUSE_HANDLES=1`: [`FREED`]).
 static DESTROYED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+/// Destroyed user streams whose worker exited, whose addresses `FAKE_CUDA_REUSE_HANDLES=1` hands
+/// out again to the next stream created in the same context object with the same flags and
+/// priority (the most recently freed first). A context's address is reused too
+/// (`context::Context::create`), so a stream of the new context may come back at the handle of
+/// a stream of the destroyed one, as with a real driver's freed memory.
+static FREED: Mutex<Vec<&'static Stream>> = parking_lot::const_mutex(Vec::new());
 
 fn destroyed(handle: usize) -> bool {
     DESTROYED
@@ -232,30 +239,45 @@ pub struct Stream {
     enqueued: AtomicU64,
     completed: AtomicU64,
     capture: Mutex<Option<Arc<Capture>>>,
+    /// Its worker has exited (after its close): the object may be reused ([`FREED`]).
+    exited: std::sync::atomic::AtomicBool,
 }
 
 impl Stream {
-    /// Creates a stream of `ctx` and starts its worker thread. User streams get a handle.
+    /// A freed user stream of `ctx` with these flags and priority, made live again (its
+    /// counters go on from where they were: dependencies on its old ops stay satisfied).
+    fn reuse(ctx: &'static Context, flags: c_uint, priority: c_int) -> Option<&'static Stream> {
+        let mut freed = FREED.lock();
+        let i = freed.iter().rposition(|s| {
+            std::ptr::eq(s.ctx, ctx) && s.flags == flags && s.priority == priority
+        })?;
+        let stream = freed.remove(i);
+        drop(freed);
+        let handle = crate::handles::handle_of(stream) as usize;
+        DESTROYED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|&h| h != handle);
+        *stream.capture.lock() = None;
+        stream.queue_lock().closed = false;
+        stream.exited.store(false, Ordering::SeqCst);
+        crate::trace!("stream {:p} reused", stream);
+        Some(stream)
+    }
+
+    /// Creates a stream of `ctx` and starts its worker thread. User streams get a handle (a
+    /// freed one's under `FAKE_CUDA_REUSE_HANDLES`).
     pub fn spawn(
         ctx: &'static Context,
         kind: StreamKind,
         flags: c_uint,
         priority: c_int,
     ) -> Res<&'static Stream> {
-        let stream: &'static Stream = Box::leak(Box::new(Stream {
-            ctx,
-            kind,
-            flags,
-            priority,
-            queue: std::sync::Mutex::new(Queue {
-                items: VecDeque::new(),
-                closed: false,
-            }),
-            work: Condvar::new(),
-            enqueued: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
-            capture: parking_lot::const_mutex(None),
-        }));
+        let reused = (kind == StreamKind::User)
+            .then(|| Self::reuse(ctx, flags, priority))
+            .flatten();
+        let stream: &'static Stream =
+            reused.unwrap_or_else(|| Self::leak(ctx, kind, flags, priority));
         ctx.attach(stream);
         let spawned = std::thread::Builder::new()
             .name("fakecuda-stream".into())
@@ -268,6 +290,35 @@ impl Stream {
             STREAMS.add(stream);
         }
         Ok(stream)
+    }
+
+    /// A new stream object (leaked: its address stays valid for the life of the process).
+    fn leak(
+        ctx: &'static Context,
+        kind: StreamKind,
+        flags: c_uint,
+        priority: c_int,
+    ) -> &'static Stream {
+        Box::leak(Box::new(Stream {
+            ctx,
+            kind,
+            flags,
+            priority,
+            queue: std::sync::Mutex::new(Queue {
+                items: VecDeque::new(),
+                closed: false,
+            }),
+            work: Condvar::new(),
+            enqueued: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            capture: parking_lot::const_mutex(None),
+            exited: std::sync::atomic::AtomicBool::new(false),
+        }))
+    }
+
+    /// Whether its worker has exited (it was closed and its work drained).
+    pub fn exited(&self) -> bool {
+        self.exited.load(Ordering::SeqCst)
     }
 
     /// Whether the stream synchronizes implicitly with the legacy stream.
@@ -399,8 +450,8 @@ impl Stream {
                         break Some(item);
                     }
                     if queue.closed {
-                        // The stream object lives on (handles are never reused): give its
-                        // queue's memory back.
+                        // The stream object lives on (its handle is reused only under
+                        // `FAKE_CUDA_REUSE_HANDLES`): give its queue's memory back.
                         queue.items = VecDeque::new();
                         break None;
                     }
@@ -417,6 +468,15 @@ impl Stream {
             signal::notify();
         }
         self.ctx.detach(self);
+        // Offered for reuse only once detached (a new life attaches it again), and marked exited
+        // under the list's lock, so that a reuse's reset of the mark comes after this one.
+        {
+            let mut freed = FREED.lock();
+            self.exited.store(true, Ordering::SeqCst);
+            if self.kind == StreamKind::User && crate::capture::reuse_handles() {
+                freed.push(self);
+            }
+        }
         signal::notify();
     }
 

@@ -1,0 +1,109 @@
+/* A context that ends with a sticky error: cuCtxDestroy, cuDevicePrimaryCtxReset and the last
+ * cuDevicePrimaryCtxRelease of a context whose kernel faulted return that error (700) and still
+ * destroy the context, freeing its pinned memory. Then a new context is made on the same device
+ * and used; run with FAKE_CUDA_REUSE_HANDLES=1 the fake driver gives it the destroyed context's
+ * handle, and its first stream the destroyed context's stream handle (printed as ctx_reused=,
+ * stream_reused=), so a stream record kept from the destroyed context would be found again.
+ * Linked with -lcuda (the fake).
+ *
+ * Usage: ctx_teardown MODE     MODE: destroy | reset | release (how context A ends)
+ *   Context A (destroy: created with cuCtxCreate; reset, release: device 0's primary context)
+ *   runs, on a created stream sa: #1 quick, #2 quick, #3 bad_a (faults with 700 after 20 ms),
+ *   after a quick kernel on its legacy stream; then A ends: end_rc= (the 700, returned to the
+ *   program unchanged); ctx_a= and stream_a= are A's and sa's handles. Context B on device 0
+ *   (created, or the primary context retained again) gets a created stream sb; quick kernels on
+ *   sb and its legacy stream; healthy_sync_rc= (0).
+ *   Then, destroy only, bad_b faults on sb: fault_sync_rc= (700), and B is destroyed:
+ *   end_b_rc= (700, after the report of A's fault: no second report); a third context C (at
+ *   the same handles again: ctx_reused_again=, stream_reused_again=) runs quick kernels:
+ *   last_sync_rc= (0).
+ * Exit status 0 (3: a setup call failed). */
+#include <stdio.h>
+#include <string.h>
+#include "cuda_min.h"
+#include "check.h"
+
+static const char *MODULE =
+    "// fake: quick\n"
+    "// fake: bad_a fault=700 delay_us=20000\n"
+    "// fake: bad_b fault=700 delay_us=20000\n";
+
+static CUfunction get(CUmodule m, const char *name) {
+    CUfunction f;
+    check(name, cuModuleGetFunction(&f, m, name));
+    return f;
+}
+
+static void launch(CUfunction f, CUstream s) {
+    check("launch", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+}
+
+/* A context of device 0, current: created, or the primary context retained. */
+static CUcontext make_context(int primary) {
+    CUcontext c;
+    if (primary) {
+        check("retain", cuDevicePrimaryCtxRetain(&c, 0));
+        check("set", cuCtxSetCurrent(c));
+    } else {
+        check("create", cuCtxCreate(&c, 0, 0));
+    }
+    return c;
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "destroy";
+    int primary = strcmp(mode, "destroy") != 0;
+    if (primary && strcmp(mode, "reset") && strcmp(mode, "release")) {
+        printf("unknown mode\n");
+        return 2;
+    }
+    check("cuInit", cuInit(0));
+
+    CUcontext a = make_context(primary);
+    CUmodule ma;
+    CUstream sa;
+    check("load a", cuModuleLoadData(&ma, MODULE));
+    check("stream a", cuStreamCreate(&sa, 0));
+    CUfunction quick_a = get(ma, "quick");
+    launch(quick_a, NULL);
+    launch(quick_a, sa);
+    launch(quick_a, sa);
+    launch(get(ma, "bad_a"), sa);
+    CUresult end;
+    if (!strcmp(mode, "destroy"))
+        end = cuCtxDestroy(a);
+    else if (!strcmp(mode, "reset"))
+        end = cuDevicePrimaryCtxReset(0);
+    else
+        end = cuDevicePrimaryCtxRelease(0);
+    printf("ctx_a=%p\nstream_a=%p\nend_rc=%u\n", (void *)a, (void *)sa, end);
+
+    CUcontext b = make_context(primary);
+    CUmodule mb;
+    CUstream sb;
+    check("load b", cuModuleLoadData(&mb, MODULE));
+    check("stream b", cuStreamCreate(&sb, 0));
+    printf("ctx_reused=%d\nstream_reused=%d\n", b == a, sb == sa);
+    CUfunction quick_b = get(mb, "quick");
+    launch(quick_b, sb);
+    launch(quick_b, NULL);
+    launch(quick_b, sb);
+    printf("healthy_sync_rc=%u\n", cuCtxSynchronize());
+    if (!primary) {
+        launch(get(mb, "bad_b"), sb);
+        printf("fault_sync_rc=%u\n", cuCtxSynchronize());
+        printf("end_b_rc=%u\n", cuCtxDestroy(b));
+        /* After the report: a third context, again at the same handle. */
+        CUcontext c = make_context(0);
+        CUmodule mc;
+        CUstream sc;
+        check("load c", cuModuleLoadData(&mc, MODULE));
+        check("stream c", cuStreamCreate(&sc, 0));
+        printf("ctx_reused_again=%d\nstream_reused_again=%d\n", c == a, sc == sa);
+        CUfunction quick_c = get(mc, "quick");
+        launch(quick_c, sc);
+        launch(quick_c, NULL);
+        printf("last_sync_rc=%u\n", cuCtxSynchronize());
+    }
+    return 0;
+}
