@@ -1,6 +1,6 @@
 /* check.h — the GPU-free test programs' setup check: a driver call that must succeed, else the
  * program prints `setup_failed=WHAT rc=RC` on stdout and exits with status 3 (the tests then fail
- * showing that line). Include after cuda_min.h (scenarios.c and verdicts.c declare their own
+ * showing that line); and two helpers built on it, `get_function` and `launch_checked`. Include after cuda_min.h (scenarios.c and verdicts.c declare their own
  * driver types and keep their own copy). */
 #ifndef CUDABLAME_TEST_CHECK_H
 #define CUDABLAME_TEST_CHECK_H
@@ -13,6 +13,18 @@ static void check(const char *what, CUresult rc) {
         printf("setup_failed=%s rc=%u\n", what, rc);
         exit(3);
     }
+}
+
+/* The function `name` of module `m` (checked). */
+static inline CUfunction get_function(CUmodule m, const char *name) {
+    CUfunction f;
+    check(name, cuModuleGetFunction(&f, m, name));
+    return f;
+}
+
+/* One block of 32 threads of `f` on stream `s`, no arguments (checked). */
+static inline void launch_checked(CUfunction f, CUstream s) {
+    check("launch", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
 }
 
 #endif /* CUDABLAME_TEST_CHECK_H */

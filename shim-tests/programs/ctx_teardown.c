@@ -28,16 +28,6 @@ static const char *MODULE =
     "// fake: bad_a fault=700 delay_us=20000\n"
     "// fake: bad_b fault=700 delay_us=20000\n";
 
-static CUfunction get(CUmodule m, const char *name) {
-    CUfunction f;
-    check(name, cuModuleGetFunction(&f, m, name));
-    return f;
-}
-
-static void launch(CUfunction f, CUstream s) {
-    check("launch", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
-}
-
 /* A context of device 0, current: created, or the primary context retained. */
 static CUcontext make_context(int primary) {
     CUcontext c;
@@ -47,6 +37,18 @@ static CUcontext make_context(int primary) {
     } else {
         check("create", cuCtxCreate(&c, 0, 0));
     }
+    return c;
+}
+
+/* A new context (primary or not) with MODULE loaded into `m` and one stream `s`; prints whether
+ * the driver gave them the handles of `old` and `old_s` (`ctx_reusedSUFFIX=`,
+ * `stream_reusedSUFFIX=`). */
+static CUcontext fresh(int primary, CUcontext old, CUstream old_s, const char *suffix, CUmodule *m,
+                       CUstream *s) {
+    CUcontext c = make_context(primary);
+    check("load", cuModuleLoadData(m, MODULE));
+    check("stream", cuStreamCreate(s, 0));
+    printf("ctx_reused%s=%d\nstream_reused%s=%d\n", suffix, c == old, suffix, *s == old_s);
     return c;
 }
 
@@ -64,11 +66,11 @@ int main(int argc, char **argv) {
     CUstream sa;
     check("load a", cuModuleLoadData(&ma, MODULE));
     check("stream a", cuStreamCreate(&sa, 0));
-    CUfunction quick_a = get(ma, "quick");
-    launch(quick_a, NULL);
-    launch(quick_a, sa);
-    launch(quick_a, sa);
-    launch(get(ma, "bad_a"), sa);
+    CUfunction quick_a = get_function(ma, "quick");
+    launch_checked(quick_a, NULL);
+    launch_checked(quick_a, sa);
+    launch_checked(quick_a, sa);
+    launch_checked(get_function(ma, "bad_a"), sa);
     CUresult end;
     if (!strcmp(mode, "destroy"))
         end = cuCtxDestroy(a);
@@ -78,31 +80,25 @@ int main(int argc, char **argv) {
         end = cuDevicePrimaryCtxRelease(0);
     printf("ctx_a=%p\nstream_a=%p\nend_rc=%u\n", (void *)a, (void *)sa, end);
 
-    CUcontext b = make_context(primary);
     CUmodule mb;
     CUstream sb;
-    check("load b", cuModuleLoadData(&mb, MODULE));
-    check("stream b", cuStreamCreate(&sb, 0));
-    printf("ctx_reused=%d\nstream_reused=%d\n", b == a, sb == sa);
-    CUfunction quick_b = get(mb, "quick");
-    launch(quick_b, sb);
-    launch(quick_b, NULL);
-    launch(quick_b, sb);
+    CUcontext b = fresh(primary, a, sa, "", &mb, &sb);
+    CUfunction quick_b = get_function(mb, "quick");
+    launch_checked(quick_b, sb);
+    launch_checked(quick_b, NULL);
+    launch_checked(quick_b, sb);
     printf("healthy_sync_rc=%u\n", cuCtxSynchronize());
     if (!primary) {
-        launch(get(mb, "bad_b"), sb);
+        launch_checked(get_function(mb, "bad_b"), sb);
         printf("fault_sync_rc=%u\n", cuCtxSynchronize());
         printf("end_b_rc=%u\n", cuCtxDestroy(b));
         /* After the report: a third context, again at the same handle. */
-        CUcontext c = make_context(0);
         CUmodule mc;
         CUstream sc;
-        check("load c", cuModuleLoadData(&mc, MODULE));
-        check("stream c", cuStreamCreate(&sc, 0));
-        printf("ctx_reused_again=%d\nstream_reused_again=%d\n", c == a, sc == sa);
-        CUfunction quick_c = get(mc, "quick");
-        launch(quick_c, sc);
-        launch(quick_c, NULL);
+        fresh(0, a, sa, "_again", &mc, &sc);
+        CUfunction quick_c = get_function(mc, "quick");
+        launch_checked(quick_c, sc);
+        launch_checked(quick_c, NULL);
         printf("last_sync_rc=%u\n", cuCtxSynchronize());
     }
     return 0;

@@ -38,16 +38,6 @@ static const char *MODULE =
     "// fake: brief delay_us=1000\n"
     "// fake: long delay_us=3000000\n";
 
-static CUfunction get(CUmodule m, const char *name) {
-    CUfunction f;
-    check(name, cuModuleGetFunction(&f, m, name));
-    return f;
-}
-
-static void launch(CUfunction f, CUstream s) {
-    check("launch", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
-}
-
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "destroyed";
     CUdevice d0, d1;
@@ -67,42 +57,42 @@ int main(int argc, char **argv) {
     check("stream a2", cuStreamCreate(&sa2, 1));
     if (!strcmp(mode, "destroyed")) {
         check("set b", cuCtxSetCurrent(b));
-        launch(get(mb, "healthy"), sb);
+        launch_checked(get_function(mb, "healthy"), sb);
         check("set a", cuCtxSetCurrent(a));
-        launch(get(ma, "bad"), sa);
+        launch_checked(get_function(ma, "bad"), sa);
         printf("destroy_rc=%d\n", cuCtxDestroy_v2(a));
         check("set b", cuCtxSetCurrent(b));
         printf("sync_rc=%d\n", cuCtxSynchronize());
     } else if (!strcmp(mode, "dropped")) {
         CUstream sd;
         check("stream d", cuStreamCreate(&sd, 1));
-        launch(get(ma, "late_bad"), sd);
+        launch_checked(get_function(ma, "late_bad"), sd);
         check("destroy d", cuStreamDestroy_v2(sd));
         check("set b", cuCtxSetCurrent(b));
-        CUfunction brief = get(mb, "brief");
+        CUfunction brief = get_function(mb, "brief");
         for (int i = 0; i < 64; i++) {
             CUstream s;
             check("stream", cuStreamCreate(&s, 1));
-            launch(brief, s);
+            launch_checked(brief, s);
             check("destroy", cuStreamDestroy_v2(s));
         }
         check("healthy sync", cuCtxSynchronize());
-        launch(get(mb, "long"), sb);
+        launch_checked(get_function(mb, "long"), sb);
         printf("sync_rc=%d\n", cuStreamSynchronize(sb));
     } else if (!strcmp(mode, "proven")) {
-        CUfunction quick = get(ma, "quick");
-        for (int i = 0; i < 5; i++) launch(quick, sa);
+        CUfunction quick = get_function(ma, "quick");
+        for (int i = 0; i < 5; i++) launch_checked(quick, sa);
         check("set b", cuCtxSetCurrent(b));
         printf("destroy_rc=%d\n", cuCtxDestroy_v2(a));
         check("healthy sync", cuCtxSynchronize());
-        launch(get(mb, "bad"), sb);
+        launch_checked(get_function(mb, "bad"), sb);
         printf("sync_rc=%d\n", cuCtxSynchronize());
     } else if (!strncmp(mode, "other_device", 12)) {
         const char *call = mode[12] == '_' ? mode + 13 : "sync";
-        CUfunction healthy = get(mb, "healthy");
-        launch(get(ma, "bad"), sa);
+        CUfunction healthy = get_function(mb, "healthy");
+        launch_checked(get_function(ma, "bad"), sa);
         check("set d", cuCtxSetCurrent(b));
-        launch(healthy, sb);
+        launch_checked(healthy, sb);
         usleep(100000);
         CUresult rc;
         if (!strcmp(call, "query"))

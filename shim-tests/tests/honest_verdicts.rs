@@ -403,16 +403,19 @@ fn a_context_destroyed_with_unproven_work_never_leaves_an_exact_verdict_on_anoth
     let program = compile_with("device_scope", "device_scope", &["-lcuda"]);
     const QUIET: (&str, &str) = ("FAKE_CUDA_QUIET_DESTROY", "1");
     for markers in ["every", "budget"] {
-        let plain = run(&program, &["destroyed"], false, &[QUIET]);
-        let r = run(
-            &program,
-            &["destroyed"],
-            true,
-            &[("CUDABLAME_MARKERS", markers), QUIET],
-        );
+        // The scenario without and with cudablame (`extra` in both): the program's output is
+        // the same.
+        let runs = |extra: &[(&str, &str)]| {
+            let plain = run(&program, &["destroyed"], false, extra);
+            let mut env = vec![("CUDABLAME_MARKERS", markers)];
+            env.extend_from_slice(extra);
+            let r = run(&program, &["destroyed"], true, &env);
+            assert_eq!(r.stdout, plain.stdout, "{markers}");
+            (plain, r)
+        };
+        let (plain, r) = runs(&[QUIET]);
         assert_eq!(plain.printed("destroy_rc"), "0", "{}", plain.stdout);
         assert_eq!(plain.printed("sync_rc"), "700", "{}", plain.stdout);
-        assert_eq!(r.stdout, plain.stdout, "{markers}");
         assert_eq!(
             r.report()["reporting_call"]["entry_point"],
             "cuCtxSynchronize"
@@ -421,16 +424,9 @@ fn a_context_destroyed_with_unproven_work_never_leaves_an_exact_verdict_on_anoth
         let not_exact = r.report()["culprit"]["not_exact"].as_str().unwrap_or("");
         assert!(not_exact.contains("destroyed"), "{markers}: {}", r.stderr);
         // The destroy that returns the error reports it, from A's rings: A's `bad` (#1).
-        let plain = run(&program, &["destroyed"], false, &[]);
-        let r = run(
-            &program,
-            &["destroyed"],
-            true,
-            &[("CUDABLAME_MARKERS", markers)],
-        );
+        let (plain, r) = runs(&[]);
         assert_eq!(plain.printed("destroy_rc"), "700", "{}", plain.stdout);
         assert_eq!(plain.printed("sync_rc"), "700", "{}", plain.stdout);
-        assert_eq!(r.stdout, plain.stdout, "{markers}");
         assert_eq!(
             r.report()["reporting_call"]["entry_point"],
             "cuCtxDestroy_v2"
