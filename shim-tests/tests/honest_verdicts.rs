@@ -404,34 +404,25 @@ fn a_context_destroyed_with_unproven_work_never_leaves_an_exact_verdict_on_anoth
     const QUIET: (&str, &str) = ("FAKE_CUDA_QUIET_DESTROY", "1");
     for markers in ["every", "budget"] {
         // The scenario without and with cudablame (`extra` in both): the program's output is
-        // the same.
-        let runs = |extra: &[(&str, &str)]| {
+        // the same, the destroy returns `destroy_rc`, the sync 700, and `reporter` reports, with
+        // A's `bad` among the candidates.
+        let runs = |extra: &[(&str, &str)], destroy_rc: &str, reporter: &str| {
             let plain = run(&program, &["destroyed"], false, extra);
             let mut env = vec![("CUDABLAME_MARKERS", markers)];
             env.extend_from_slice(extra);
             let r = run(&program, &["destroyed"], true, &env);
+            assert_eq!(plain.printed("destroy_rc"), destroy_rc, "{}", plain.stdout);
+            assert_eq!(plain.printed("sync_rc"), "700", "{}", plain.stdout);
             assert_eq!(r.stdout, plain.stdout, "{markers}");
-            (plain, r)
+            assert_eq!(r.report()["reporting_call"]["entry_point"], reporter);
+            assert_among_candidates(&r, "bad", markers);
+            r
         };
-        let (plain, r) = runs(&[QUIET]);
-        assert_eq!(plain.printed("destroy_rc"), "0", "{}", plain.stdout);
-        assert_eq!(plain.printed("sync_rc"), "700", "{}", plain.stdout);
-        assert_eq!(
-            r.report()["reporting_call"]["entry_point"],
-            "cuCtxSynchronize"
-        );
-        assert_among_candidates(&r, "bad", markers);
+        let r = runs(&[QUIET], "0", "cuCtxSynchronize");
         let not_exact = r.report()["culprit"]["not_exact"].as_str().unwrap_or("");
         assert!(not_exact.contains("destroyed"), "{markers}: {}", r.stderr);
         // The destroy that returns the error reports it, from A's rings: A's `bad` (#1).
-        let (plain, r) = runs(&[]);
-        assert_eq!(plain.printed("destroy_rc"), "700", "{}", plain.stdout);
-        assert_eq!(plain.printed("sync_rc"), "700", "{}", plain.stdout);
-        assert_eq!(
-            r.report()["reporting_call"]["entry_point"],
-            "cuCtxDestroy_v2"
-        );
-        assert_among_candidates(&r, "bad", markers);
+        let r = runs(&[], "700", "cuCtxDestroy_v2");
         assert_eq!(r.culprit()["kernel"], "bad", "{markers}: {}", r.stderr);
         assert_eq!(r.culprit()["seq"], 1, "{markers}: {}", r.stderr);
         // Work proven by a later successful context synchronization leaves verdicts exact.
