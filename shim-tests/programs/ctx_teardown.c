@@ -17,7 +17,14 @@
  *   end_b_rc= (700, after the report of A's fault: no second report); a third context C (at
  *   the same handles again: ctx_reused_again=, stream_reused_again=) runs quick kernels:
  *   last_sync_rc= (0).
+ *
+ * Usage: ctx_teardown paused   A healthy context A runs 3 quick kernels on a created stream sa
+ *   and one on its legacy stream (healthy_a_rc= of the synchronize, 0); then, with cudablame
+ *   paused (`cudablame_pause`, when it is loaded; pause_found=), A is destroyed (end_rc=, 0) and
+ *   cudablame resumed; a context B at A's handle (ctx_reused=, stream_reused=) runs 3 quick
+ *   kernels on sb and bad_b (#4 on sb): fault_sync_rc= (700).
  * Exit status 0 (3: a setup call failed). */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 #include "cuda_min.h"
@@ -52,8 +59,32 @@ static CUcontext fresh(int primary, CUcontext old, CUstream old_s, const char *s
     return c;
 }
 
+/* `ctx_teardown paused` (see the top). */
+static int paused_teardown(void) {
+    int (*pause_fn)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "cudablame_pause");
+    printf("pause_found=%d\n", pause_fn != NULL);
+    check("init", cuInit(0));
+    CUmodule ma, mb;
+    CUstream sa, sb;
+    CUcontext a = fresh(0, NULL, NULL, "_first", &ma, &sa);
+    CUfunction quick_a = get_function(ma, "quick");
+    for (int i = 0; i < 3; i++) launch_checked(quick_a, sa);
+    launch_checked(quick_a, NULL);
+    printf("healthy_a_rc=%u\n", cuCtxSynchronize());
+    if (pause_fn) pause_fn(1);
+    printf("end_rc=%u\n", cuCtxDestroy(a));
+    if (pause_fn) pause_fn(0);
+    fresh(0, a, sa, "", &mb, &sb);
+    CUfunction quick_b = get_function(mb, "quick");
+    for (int i = 0; i < 3; i++) launch_checked(quick_b, sb);
+    launch_checked(get_function(mb, "bad_b"), sb);
+    printf("fault_sync_rc=%u\n", cuCtxSynchronize());
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "destroy";
+    if (!strcmp(mode, "paused")) return paused_teardown();
     int primary = strcmp(mode, "destroy") != 0;
     if (primary && strcmp(mode, "reset") && strcmp(mode, "release")) {
         printf("unknown mode\n");

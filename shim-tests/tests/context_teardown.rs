@@ -18,7 +18,7 @@ use common::*;
 const ENV: &[(&str, &str)] = &[("FAKE_CUDA_REUSE_HANDLES", "1"), ("CUDABLAME_DEBUG", "on")];
 
 fn program() -> std::path::PathBuf {
-    compile_with("ctx_teardown", "ctx_teardown", &["-lcuda"])
+    compile_with("ctx_teardown", "ctx_teardown", &["-lcuda", "-ldl"])
 }
 
 /// The program's output without the handle values (which differ between runs).
@@ -139,4 +139,36 @@ fn a_primary_context_reset_or_released_with_a_sticky_error_is_reported_then_forg
             r.stderr
         );
     }
+}
+
+/// A context destroyed while cudablame is paused (`cudablame_pause`, the benchmarks' switch: the
+/// driver's call alone for everything else) is forgotten all the same
+/// (`record::Call::kept_while_paused`): B, made after resuming at A's handle, gets its own
+/// stream records and marker slab. Before, A's record of stream `sa` was found again for B's
+/// stream at the same handle: B's ops continued A's sequence numbers (the culprit `bad_b` was
+/// #7, not #4) and their markers went to A's destroyed slab.
+#[test]
+fn a_context_destroyed_while_paused_is_forgotten_all_the_same() {
+    let plain = run(&program(), &["paused"], false, ENV);
+    let r = run(&program(), &["paused"], true, ENV);
+    assert_eq!(plain.code, 0, "{}\n{}", plain.stdout, plain.stderr);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(plain.printed("pause_found"), "0");
+    assert_eq!(r.printed("pause_found"), "1");
+    for key in ["healthy_a_rc", "end_rc"] {
+        assert_eq!(r.printed(key), "0", "{key}: {}", r.stdout);
+    }
+    assert_eq!(r.printed("fault_sync_rc"), "700");
+    // The test means something only if the fake really reused both handles.
+    assert_eq!(r.printed("ctx_reused"), "1", "{}", r.stdout);
+    assert_eq!(r.printed("stream_reused"), "1", "{}", r.stdout);
+    assert!(
+        !r.stderr.contains("refused a progress marker"),
+        "a marker went to the destroyed context's slab:\n{}",
+        r.stderr
+    );
+    let culprit = r.culprit();
+    assert_eq!(culprit["kernel"], "bad_b", "{}", r.stderr);
+    assert_eq!(culprit["seq"], 4, "{}", r.stderr);
+    assert!(!r.stderr.contains("internal error"), "{}", r.stderr);
 }

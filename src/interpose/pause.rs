@@ -7,8 +7,9 @@
 //!
 //! While paused, every hooked driver call goes straight to the driver before any of cudablame's
 //! work ([`super::hook`]; a capture's begin and end still keep the capture count, so that a launch
-//! into a capture begun while paused gets no marker after resuming): nothing is recorded, no progress marker is written, and an error code
-//! that comes back then gets no report. Resuming starts recording again with the next call; an op
+//! into a capture begun while paused gets no marker after resuming, and graph edits and the end
+//! of a stream or context are still tracked: `record::Call::kept_while_paused`): nothing is recorded, no progress marker is written, and an error code
+//! that comes back then gets no report (except from those tracked calls). Resuming starts recording again with the next call; an op
 //! enqueued while paused is unknown to blame (it is in no ring), so once paused, no verdict of the
 //! process is `exact` any more: the culprit may be work enqueued then
 //! (`blame::cap_for_unseen_work`). The resolvers and `dlsym` keep answering with cudablame's

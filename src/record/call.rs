@@ -421,13 +421,19 @@ impl Call {
 
     /// Whether the call is kept track of even while paused (`interpose::hook`): a capture's begin
     /// or end (else, after resuming, the capturing stream's next launch would get a progress
-    /// marker inside the program's graph), and what keeps the graph table right (a destroyed
+    /// marker inside the program's graph), what keeps the graph table right (a destroyed
     /// handle, a new or changed graph: else a launch after resuming would be named by a dead or
-    /// stale kernel list). None of them is on a hot path.
+    /// stale kernel list), and the end of a stream or context (else a stream or context the
+    /// driver gives the same handle after resuming would continue the dead one's record, its
+    /// sequence numbers, and write its progress markers into the dead context's freed marker
+    /// slab). None of them is on a hot path.
     pub(crate) fn kept_while_paused(&self) -> bool {
         matches!(
             self,
-            Call::BeginCapture { .. }
+            Call::DestroyStream { .. }
+                | Call::DestroyContext { .. }
+                | Call::PrimaryContext { .. }
+                | Call::BeginCapture { .. }
                 | Call::EndCapture { .. }
                 | Call::Instantiate { .. }
                 | Call::CreateGraph { .. }
