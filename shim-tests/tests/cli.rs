@@ -461,6 +461,32 @@ fn summary_names_the_first_failing_rank() {
     let empty = fresh_dir("summary-empty");
     let o = cli(&["summary", s(&empty)], &[]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+
+    // Into a pipe whose reader is gone (`cudablame summary DIR | head -1`): ended by SIGPIPE as
+    // any printer, not a panic (a fresh-user trial: "failed printing to stdout: Broken pipe",
+    // exit 101). The reader closes before the command has started, so its first write fails.
+    for cmd in ["summary", "show"] {
+        let target = if cmd == "show" {
+            files[0].as_str()
+        } else {
+            s(&dir)
+        };
+        let mut child = Command::new(cudablame())
+            .args([cmd, target])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        assert!(!stderr(&o).contains("panicked"), "{cmd}: {}", stderr(&o));
+        assert!(
+            o.status.signal() == Some(13) || o.status.success(), // 13: SIGPIPE
+            "{cmd}: {:?} {}",
+            o.status,
+            stderr(&o)
+        );
+    }
 }
 
 #[test]

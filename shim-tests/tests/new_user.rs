@@ -442,26 +442,51 @@ fn a_report_path_through_a_file_names_the_file() {
 }
 
 #[test]
-fn the_default_report_folder_is_checked_at_start() {
+fn an_unwritable_current_folder_sends_the_default_report_to_the_temporary_folder() {
     // /proc cannot hold files, even for root (the tests may run as root, for whom permission
-    // bits do not stop writes).
+    // bits do not stop writes). A job started there runs, with one line saying where the
+    // report goes (a fresh-user trial: it used to stop with exit 2, the program not started).
+    let tmp = fresh("default-fallback");
     let o = cli_at(
         Path::new("/proc"),
-        &["run", "--", "sh", "-c", "echo PROGRAM-RAN"],
-        &[],
+        &["run", "--", "sh", "-c", SAYS_SETTINGS],
+        &[("TMPDIR", s(&tmp))],
     );
-    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
-    assert!(!out(&o).contains("PROGRAM-RAN"));
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    let moved = tmp.join("cudablame-%h-%p.json");
+    assert_eq!(
+        out(&o),
+        format!("PROGRAM-RAN\nREPORT={} TRACE=unset\n", s(&moved)),
+        "{}",
+        err(&o)
+    );
     let e = err(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
     assert!(e.contains("cannot write in the current folder"), "{e}");
     assert!(
         e.contains("the default report path cudablame-%h-%p.json"),
         "{e}"
     );
+    assert!(
+        e.trim_end()
+            .ends_with(&format!("the report goes to {}", s(&moved))),
+        "{e}"
+    );
     // The OS's reason, not the name of cudablame's probe file (a new-user trial saw
     // `at path "/proc/./.cudablame-probe-DWCRGO"`).
     assert!(!e.contains(".cudablame-probe"), "{e}");
-    // Told where to write instead, it runs.
+    // No writable temporary folder either: no JSON report, the program still runs.
+    let o = cli_at(
+        Path::new("/proc"),
+        &["run", "--", "sh", "-c", SAYS_SETTINGS],
+        &[("TMPDIR", "/proc")],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert_eq!(out(&o), "PROGRAM-RAN\nREPORT=off TRACE=unset\n");
+    let e = err(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("no JSON report is written"), "{e}");
+    // Told where to write instead, it runs as told, without a word.
     let o = cli_at(
         Path::new("/proc"),
         &[
@@ -477,6 +502,7 @@ fn the_default_report_folder_is_checked_at_start() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(out(&o).contains("PROGRAM-RAN"));
+    assert_eq!(err(&o), "");
 }
 
 #[test]
@@ -743,21 +769,39 @@ fn an_unwritable_report_variable_warns_and_runs_the_program_with_the_default() {
     );
     assert!(lines[1].ends_with("no trace is written"), "{e}");
     assert!(!e.contains("--report"), "{e}");
-    // In a folder that cannot hold the default either: no JSON report, the program still runs.
+    // In a folder that cannot hold the default either: the temporary folder's, said once (a
+    // fresh-user trial saw the current folder's reason twice in that line).
+    let tmp = fresh("report-variable-tmp");
     let o = cli_at(
         Path::new("/proc"),
         &["run", "--", "sh", "-c", SAYS_SETTINGS],
-        &[("CUDABLAME_REPORT", s(&bad))],
+        &[("CUDABLAME_REPORT", s(&bad)), ("TMPDIR", s(&tmp))],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    let moved = tmp.join("cudablame-%h-%p.json");
+    assert_eq!(
+        out(&o),
+        format!("PROGRAM-RAN\nREPORT={} TRACE=unset\n", s(&moved))
+    );
+    let e = err(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.starts_with("cudablame run: CUDABLAME_REPORT="), "{e}");
+    assert_eq!(e.matches("cannot write").count(), 0, "{e}");
+    assert!(
+        e.trim_end()
+            .ends_with(&format!("the report goes to {}", s(&moved))),
+        "{e}"
+    );
+    // Nor the temporary folder: no JSON report, the program still runs.
+    let o = cli_at(
+        Path::new("/proc"),
+        &["run", "--", "sh", "-c", SAYS_SETTINGS],
+        &[("CUDABLAME_REPORT", s(&bad)), ("TMPDIR", "/proc")],
     );
     assert_eq!(o.status.code(), Some(3), "{}", err(&o));
     assert_eq!(out(&o), "PROGRAM-RAN\nREPORT=off TRACE=unset\n");
     assert_eq!(err(&o).lines().count(), 1, "{}", err(&o));
-    assert!(
-        err(&o).contains("cannot write in the current folder")
-            && err(&o).trim_end().ends_with("no JSON report is written"),
-        "{}",
-        err(&o)
-    );
+    assert!(err(&o).contains("no JSON report is written"), "{}", err(&o));
     // An explicit --report is still refused before the program starts (exit 2).
     let o = cli_at(
         &dir,

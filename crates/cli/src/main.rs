@@ -75,8 +75,23 @@ enum Command {
     DemoChild,
 }
 
+/// Lets `show` and `summary` end like any Unix printer when their reader is gone
+/// (`cudablame summary DIR | head -1`): killed by SIGPIPE, not a panic in `println!` (Rust's
+/// runtime ignores SIGPIPE, so the write fails with EPIPE). Not for `run` (whose program gets
+/// its own signal dispositions at exec) or the demo (whose child's report must be read whole).
+fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to its default is async-signal-safe and affects
+    // nothing else; no handler is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Some(Command::Show(_) | Command::Summary(_))) {
+        default_sigpipe();
+    }
     match cli.command {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Show(args)) => show::show(args),

@@ -114,28 +114,27 @@ fn no_path(pattern: &str) -> bool {
 ///   and `Err` with exit status 2 (the program is not started: the user just asked for it).
 /// - The variable (`CUDABLAME_REPORT`, `CUDABLAME_TRACE`) naming such a folder: bad configuration
 ///   gives one line and the default (the brief): the report goes to `default` when that can be
-///   written, else nowhere (`off`); the program runs either way.
-/// - Neither: the `default` report path in the current folder must be writable (else exit 2, as
-///   for `--report`: nothing would tell the user at fault time that the report was lost).
+///   written, else to the temporary folder ([`fallback`]), else nowhere (`off`); the program
+///   runs either way.
+/// - Neither: the `default` report path, in the current folder, when it can be written; else one
+///   line saying where the report goes instead ([`fallback`]), and the program runs (a job
+///   started in a read-only folder must not fail because of cudablame).
 fn settle(
     option: &str,
     given: Option<&str>,
     var: &str,
     default: Option<&str>,
 ) -> Result<Option<String>, ExitCode> {
-    let refuse = |e: String, shown: String| {
-        eprintln!(
-            "cudablame run: {e} ({shown}): give a writable one with {option}, or {option} off \
-             (the program was not started)"
-        );
-        Err(ExitCode::from(2))
-    };
     if let Some(p) = given {
         if let Some(e) = (!no_path(p))
             .then(|| check_report_folder(p).err())
             .flatten()
         {
-            return refuse(e, format!("{option} {p}"));
+            eprintln!(
+                "cudablame run: {e} ({option} {p}): give a writable one with {option}, or \
+                 {option} off (the program was not started)"
+            );
+            return Err(ExitCode::from(2));
         }
         return Ok(Some(p.to_string()));
     }
@@ -145,27 +144,45 @@ fn settle(
             let Err(e) = check_report_folder(v) else {
                 return Ok(None);
             };
-            let (what, value) = match default.map(|d| (d, check_report_folder(d))) {
-                Some((d, Ok(()))) => (format!("using the default report path {d}"), d),
-                Some((d, Err(e2))) => (
-                    format!("and {e2} (the default report path {d}): no JSON report is written"),
-                    "off",
-                ),
-                None => ("no trace is written".to_string(), "off"),
+            let (what, value) = match default {
+                Some(d) => match check_report_folder(d) {
+                    Ok(()) => (format!("using the default report path {d}"), d.to_string()),
+                    // The default's folder is as bad (often the same one): say so, once.
+                    Err(_) => {
+                        let (what, value) = fallback(d);
+                        let what =
+                            format!("the default report path {d} cannot be written either: {what}");
+                        (what, value)
+                    }
+                },
+                None => ("no trace is written".to_string(), "off".to_string()),
             };
-            let sep = if value == "off" && default.is_some() {
-                ","
-            } else {
-                ";"
-            };
-            eprintln!("cudablame run: {var}={v}: {e}{sep} {what}");
-            Ok(Some(value.to_string()))
+            eprintln!("cudablame run: {var}={v}: {e}; {what}");
+            Ok(Some(value))
         }
         Some(_) => Ok(None),
         None => match default.map(|d| (d, check_report_folder(d))) {
-            Some((d, Err(e))) => refuse(e, format!("the default report path {d}")),
+            Some((d, Err(e))) => {
+                let (what, value) = fallback(d);
+                eprintln!("cudablame run: {e} (the default report path {d}); {what}");
+                Ok(Some(value))
+            }
             _ => Ok(None),
         },
+    }
+}
+
+/// Where the report goes when the default path (`default`, in the current folder) cannot be
+/// written: the same file name in the temporary folder (`std::env::temp_dir`, `$TMPDIR` or
+/// `/tmp`), else nowhere. Returns what to tell the user and the `CUDABLAME_REPORT` value.
+fn fallback(default: &str) -> (String, String) {
+    let tmp = std::env::temp_dir().join(default).display().to_string();
+    match check_report_folder(&tmp) {
+        Ok(()) => (format!("the report goes to {tmp}"), tmp),
+        Err(e) => (
+            format!("and {e}: no JSON report is written (give a writable path with --report)"),
+            "off".to_string(),
+        ),
     }
 }
 
