@@ -110,6 +110,13 @@ pub(crate) fn hook(
             (rc, None, Some(time), teardown)
         }
     };
+    // cudablame's time in the call ends here: a report built below is not its cost, and an op
+    // that failed (recorded by none) has no whole hook.
+    match time {
+        Some(time) => time.finish(ep),
+        None if rc == CUDA_SUCCESS => record::cost::whole_hook(entered),
+        None => {}
+    }
     if rc != CUDA_SUCCESS {
         crate::safety::guarded(|| detect::observe(ep, &call, rc, unrecorded));
     }
@@ -118,10 +125,6 @@ pub(crate) fn hook(
     // that error, just written, was built from its rings.
     if let Some(teardown) = teardown {
         crate::safety::guarded(|| teardown.apply());
-    }
-    match time {
-        Some(time) => time.finish(ep),
-        None => record::cost::whole_hook(entered),
     }
     rc
 }

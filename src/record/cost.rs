@@ -544,7 +544,15 @@ pub(crate) fn held_unwind() {
 #[inline]
 pub(crate) fn marked_because(why: super::policy::Why) {
     if enabled() {
-        with(|c, shared| bump(&c.marked_why[why as usize], 1, shared));
+        // A marker before a wait (`record::sync`) marks a recorded op outside that op's own
+        // hook: counted as marked here, so that `marked N` is the sum of its reasons.
+        let wait = why == super::policy::Why::Wait;
+        let steady = wait && super::ever_paused();
+        with(|c, shared| {
+            bump(&c.marked_why[why as usize], 1, shared);
+            bump(&c.marked, wait as u64, shared);
+            bump(&c.steady_marked, steady as u64, shared);
+        });
     }
 }
 
