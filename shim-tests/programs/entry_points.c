@@ -277,9 +277,9 @@ static void *resolve(const char *name) {
         p = dlsym(RTLD_DEFAULT, name);
     } else {
         CUdriverProcAddressQueryResult status = 0;
-        /* 12080: every exported name resolves to itself (13000 maps cuCtxSynchronize to _v2),
-         * but cuStreamBeginCapture, whose CUDA 10.0 ABI only a version below 10010 gets, and the
-         * graph calls whose CUDA 10 ABI only a version below 12000 gets. */
+        /* 12080: every exported name resolves to itself, but cuStreamBeginCapture, whose CUDA
+         * 10.0 ABI only a version below 10010 gets, and the graph calls whose CUDA 10 ABI only a
+         * version below 12000 gets. */
         static const char *before_12[] = {"cuGraphAddKernelNode", "cuGraphKernelNodeSetParams",
                                           "cuGraphExecKernelNodeSetParams", "cuGraphExecUpdate",
                                           "cuGraphAddNode"};

@@ -6,6 +6,8 @@
  * Build:  gcc -O1 -o /tmp/fake_smoke shim-tests/programs/fake_smoke.c -ldl -lpthread
  * Run:    LD_LIBRARY_PATH=<dir with libfakecuda.so copied as libcuda.so.1> /tmp/fake_smoke
  * Prints "fake_smoke: N checks ok" and exits 0, or names the failing check and exits 1.
+ * FAKE_CUDA_NO_STREAM_MEMOPS=1 is checked in a child, this program run as `--no-memops`.
+ * shim-tests/tests/fake_driver.rs runs it.
  */
 #define CUDA_MIN_NO_API_MACROS
 #include "cuda_min.h"
@@ -15,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <time.h>
 
 static int checks;
@@ -513,10 +517,68 @@ static void check_fault_on(CUmodule mod) {
     CHECK_RC(launch(second, NULL), CUDA_ERROR_MISALIGNED_ADDRESS);
 }
 
-int main(void) {
+static void open_driver(void) {
     lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     CHECK(lib != NULL, "dlopen(libcuda.so.1): %s", dlerror());
     getProc = (PFN_cuGetProcAddress)export_of("cuGetProcAddress_v2");
+}
+
+/* ---- FAKE_CUDA_NO_STREAM_MEMOPS=1, in a child process ---------------------------------------- */
+
+/* The child (`fake_smoke --no-memops`, run with FAKE_CUDA_NO_STREAM_MEMOPS=1): the stream-mem-op
+ * attributes read 0 and cuStreamWriteValue64 returns CUDA_ERROR_NOT_SUPPORTED. */
+static int no_memops_main(void) {
+    open_driver();
+    resolve_all();
+    CUdevice dev = -1;
+    CUcontext ctx = NULL;
+    void *pinned = NULL;
+    CUdeviceptr marker = 0;
+    int value = -1;
+    CHECK_RC(cu.Init(0), CUDA_SUCCESS);
+    CHECK_RC(cu.DeviceGet(&dev, 0), CUDA_SUCCESS);
+    CHECK_RC(cu.DeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, dev), CUDA_SUCCESS);
+    CHECK(value == 0, "stream mem ops %d", value);
+    CHECK_RC(cu.DeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev), CUDA_SUCCESS);
+    CHECK(value == 0, "64-bit stream mem ops %d", value);
+    CHECK_RC(cu.CtxCreate(&ctx, 0, dev), CUDA_SUCCESS);
+    CHECK_RC(cu.MemHostAlloc(&pinned, 64, 0), CUDA_SUCCESS);
+    CHECK_RC(cu.MemHostGetDevicePointer(&marker, pinned, 0), CUDA_SUCCESS);
+    CHECK_RC(cu.StreamWriteValue64(NULL, marker, 1, 0), CUDA_ERROR_NOT_SUPPORTED);
+    CHECK_RC(cu.StreamSynchronize(NULL), CUDA_SUCCESS);
+    CHECK(*(volatile unsigned long long *)pinned == 0, "nothing written");
+    CHECK_RC(cu.MemFreeHost(pinned), CUDA_SUCCESS);
+    CHECK_RC(cu.CtxDestroy(ctx), CUDA_SUCCESS);
+    printf("fake_smoke --no-memops: %d checks ok\n", checks);
+    return 0;
+}
+
+/* Runs this program again as `--no-memops` with FAKE_CUDA_NO_STREAM_MEMOPS=1; its exit status. */
+static int run_no_memops_child(void) {
+    extern char **environ;
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = calloc(n + 2, sizeof *env);
+    CHECK(env != NULL, "calloc");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "FAKE_CUDA_NO_STREAM_MEMOPS=", 27) != 0) env[k++] = environ[i];
+    env[k++] = "FAKE_CUDA_NO_STREAM_MEMOPS=1";
+    env[k] = NULL;
+    char *args[] = {"fake_smoke", "--no-memops", NULL};
+    fflush(stdout);
+    pid_t pid = -1;
+    int err = posix_spawn(&pid, "/proc/self/exe", NULL, NULL, args, env);
+    free(env);
+    CHECK(err == 0, "posix_spawn: %s", strerror(err));
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--no-memops") == 0) return no_memops_main();
+    open_driver();
 
     check_routing(); /* cuGetProcAddress works before cuInit */
     resolve_all();
@@ -590,15 +652,14 @@ int main(void) {
     CHECK_RC(cu.ModuleLoadData(&mod_third, IMAGE), CUDA_SUCCESS);
     check_fault_on(mod_third);
 
-    /* Stream memory operations can be switched off. */
+    /* Stream memory operations can be switched off (in a child process: the fake reads
+     * FAKE_CUDA_NO_STREAM_MEMOPS once, as a device property that does not change). */
+    CHECK(run_no_memops_child() == 0, "the FAKE_CUDA_NO_STREAM_MEMOPS=1 child failed");
     CHECK_RC(cu.CtxSetCurrent(healthy), CUDA_SUCCESS);
     void *pinned = NULL;
     CUdeviceptr marker = 0;
     CHECK_RC(cu.MemHostAlloc(&pinned, 64, 0), CUDA_SUCCESS);
     CHECK_RC(cu.MemHostGetDevicePointer(&marker, pinned, 0), CUDA_SUCCESS);
-    setenv("FAKE_CUDA_NO_STREAM_MEMOPS", "1", 1);
-    CHECK_RC(cu.StreamWriteValue64(NULL, marker, 1, 0), CUDA_ERROR_NOT_SUPPORTED);
-    unsetenv("FAKE_CUDA_NO_STREAM_MEMOPS");
     CHECK_RC(cu.StreamWriteValue64(NULL, marker, 9, 0), CUDA_SUCCESS);
     CHECK_RC(cu.StreamSynchronize(NULL), CUDA_SUCCESS);
     CHECK(*(volatile unsigned long long *)pinned == 9, "legacy-stream write");

@@ -50,7 +50,7 @@ typedef struct {
     X(cuStreamCreate, cuStreamCreate, (CUstream *, unsigned))                                      \
     X(cuStreamSynchronize, cuStreamSynchronize, (CUstream))                                        \
     X(cuStreamDestroy, cuStreamDestroy_v2, (CUstream))                                             \
-    X(cuCtxSynchronize, cuCtxSynchronize_v2, (CUcontext)) /* CUDA 13: takes a context */                                                  \
+    X(cuCtxSynchronize_v2, cuCtxSynchronize_v2, (CUcontext)) /* CUDA 13, by its own name */        \
     X(cuStreamBeginCapture, cuStreamBeginCapture_v2, (CUstream, unsigned))                         \
     X(cuStreamEndCapture, cuStreamEndCapture, (CUstream, CUgraph *))                               \
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags,                                    \
@@ -343,7 +343,7 @@ int main(int argc, char **argv) {
         launch_bad_kernel(oob_write, NULL);
         launch_after(NULL, 3);
         int rc = report_rc("memcpy_rc", p_cuMemcpyDtoH(out, buffer, sizeof out));
-        report_rc("sync_rc", p_cuCtxSynchronize(NULL)); /* a second sticky return: counted, not reported */
+        report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL)); /* a second sticky return: counted, not reported */
         return rc;
     }
     if (!strcmp(scenario, "destroyed_stream")) {
@@ -353,7 +353,7 @@ int main(int argc, char **argv) {
         check("stream", p_cuStreamCreate(&s, 1));
         check("destroy", p_cuStreamDestroy(s));
         launch_bad_kernel(oob_write, NULL);
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
     }
     if (!strcmp(scenario, "destroyed_streams_synced") ||
         !strcmp(scenario, "destroyed_streams_unsynced")) {
@@ -367,9 +367,9 @@ int main(int argc, char **argv) {
             for (int k = 0; k < 25; k++) check("slow launch", launch(slow, 1, 32, s));
             check("destroy", p_cuStreamDestroy(s));
         }
-        if (!strcmp(scenario, "destroyed_streams_synced")) check("sync", p_cuCtxSynchronize(NULL));
+        if (!strcmp(scenario, "destroyed_streams_synced")) check("sync", p_cuCtxSynchronize_v2(NULL));
         launch_bad_kernel(oob_write, NULL);
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
     }
     if (!strcmp(scenario, "destroyed_streams_done")) {
         /* 80 non-blocking streams, each destroyed right after 10 quick kernels were launched on
@@ -383,7 +383,7 @@ int main(int argc, char **argv) {
         }
         usleep(50000);
         launch_bad_kernel(oob_write, NULL);
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
     }
     if (!strcmp(scenario, "run_ahead")) {
         /* Long run-ahead: #1 upload, #2 hold (4 s), #3 oob_write (culprit), then 100,000 quick
@@ -394,7 +394,7 @@ int main(int argc, char **argv) {
         int ok = 0;
         for (int i = 0; i < 100000; i++) ok += launch(quick, 1, 32, NULL) == 0;
         printf("launched_after=%d\n", ok);
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
     }
     if (!strcmp(scenario, "same_depth")) {
         /* #1 upload, #2..#201 quick from a and b in turn, #202 quick from a, #203 instant_oob
@@ -406,7 +406,7 @@ int main(int argc, char **argv) {
         check("a", launch_from_a(quick));
         launch_from_b(instant_oob);
         usleep(50000);
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
     }
     if (!strcmp(scenario, "twin_sites_a") || !strcmp(scenario, "twin_sites_b")) {
         /* #1 upload, then one kernel launched from paths a and b in turn, from one place each
@@ -419,7 +419,7 @@ int main(int argc, char **argv) {
             if (launch_from_a(twin) != 0 || launch_from_b(twin) != 0) break;
         }
         usleep(50000);
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
     }
     if (!strcmp(scenario, "next_launch")) {
         /* #1 upload, #2 instant_oob (culprit); the fault lands before the next launch, which
@@ -451,7 +451,7 @@ int main(int argc, char **argv) {
         printf("stream_b=%p\n", b);
         for (int i = 0; i < 6; i++) check("quick", launch(quick, 1, 32, a));
         launch_bad_kernel(late_oob, b);
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
     }
     if (!strcmp(scenario, "busy_stream")) {
         /* A: many slow kernels still queued (the first runs for 20 ms). B: instant_oob launched
@@ -462,7 +462,7 @@ int main(int argc, char **argv) {
         launch_warmup(a, 5);
         usleep(2000);
         launch_bad_kernel(instant_oob, b);
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
     }
     if (!strcmp(scenario, "exited_threads")) {
         /* With --ptds. 100 threads one after another (exiting_worker), then one that launches
@@ -477,7 +477,7 @@ int main(int argc, char **argv) {
             pthread_create(&t, NULL, i == 100 ? exiting_culprit : exiting_worker, NULL);
             pthread_join(t, NULL);
         }
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
     }
     if (!strcmp(scenario, "ptds_worker")) {
         /* With --ptds. A worker thread: #1 quick, #2 slow (20 ms) on its per-thread default
@@ -490,7 +490,7 @@ int main(int argc, char **argv) {
         pthread_create(&t, NULL, ptds_worker_body, NULL);
         pthread_join(t, NULL);
         launch_bad_kernel(late_oob, b);
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
     }
     if (!strcmp(scenario, "threads")) {
         /* Another thread launches the culprit (#3 after the upload and one warmup); main thread syncs. */
@@ -498,7 +498,7 @@ int main(int argc, char **argv) {
         launch_warmup(NULL, 1);
         pthread_create(&t, NULL, thread_body, NULL);
         pthread_join(t, NULL);
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
     }
     if (!strcmp(scenario, "launch_ex")) {
         /* cuLaunchKernelEx on a created stream: #1 oob_write with grid 3x2x1, block 64x2x1, 128 B smem. */
@@ -516,7 +516,7 @@ int main(int argc, char **argv) {
         CUresult rc = launch_bad_kernel(quick, NULL);
         printf("launch_rc=%u\n", rc);
         (void)launch(quick, 1, 2048, NULL); /* a second bad launch: counted only */
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL)) || rc != 0;
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL)) || rc != 0;
     }
     if (!strcmp(scenario, "capture")) {
         /* Global-mode capture of 3 kernels on S must stay valid and hold exactly 3 nodes (no
@@ -673,7 +673,7 @@ int main(int argc, char **argv) {
         int reset = !strcmp(scenario, "primary_reset");
         if (reset) {
             launch_after(NULL, 2);
-            check("sync", p_cuCtxSynchronize(NULL));
+            check("sync", p_cuCtxSynchronize_v2(NULL));
             check("reset", p_cuDevicePrimaryCtxReset(0));
             check("retain", p_cuDevicePrimaryCtxRetain(&ctx, 0));
             check("set", p_cuCtxSetCurrent(ctx));
@@ -685,7 +685,7 @@ int main(int argc, char **argv) {
             check("stream", p_cuStreamCreate(&s, 1));
             for (int i = 0; i < 3; i++) check("launch", launch(q, 1, 32, s));
             check("launch", launch(q, 1, 32, NULL));
-            check("sync", p_cuCtxSynchronize(NULL));
+            check("sync", p_cuCtxSynchronize_v2(NULL));
             check("destroy", p_cuCtxDestroy(c));
             check("set", p_cuCtxSetCurrent(ctx));
         }
@@ -701,7 +701,7 @@ int main(int argc, char **argv) {
         /* main launches (cudablame's thread-local caches are in use), then returns; the exit
          * handler launches oob_write and reads back after glibc destroyed thread-local storage. */
         launch_after(NULL, 2);
-        check("sync", p_cuCtxSynchronize(NULL));
+        check("sync", p_cuCtxSynchronize_v2(NULL));
         atexit(at_exit_launch);
         return 0;
     }
@@ -716,7 +716,7 @@ int main(int argc, char **argv) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         printf("maxrss_kb=%ld\n", ru.ru_maxrss);
-        return report_rc("sync_rc", p_cuCtxSynchronize(NULL));
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
     }
     if (!strcmp(scenario, "ok")) {
         /* No error at all: no report, same output with and without the shim. */

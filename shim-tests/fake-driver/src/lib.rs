@@ -8,7 +8,7 @@
 //! follows CUDA's invalidation rules. The build sets the soname `libcuda.so.1`; tests copy
 //! `target/release/libfakecuda.so` to `<dir>/libcuda.so.1` and put `<dir>` on `LD_LIBRARY_PATH`.
 //! The C declarations are in `shim-tests/programs/cuda_min.h`; `shim-tests/programs/fake_smoke.c`
-//! checks the semantics below without any shim.
+//! checks the semantics below without any shim (`shim-tests/tests/fake_driver.rs` runs it).
 //!
 //! ## Module images
 //!
@@ -170,7 +170,8 @@
 //! ## Environment
 //!
 //! * `FAKE_CUDA_DEVICES=N`: number of devices (default 2).
-//! * `FAKE_CUDA_NO_STREAM_MEMOPS=1`: stream memory operations unsupported.
+//! * `FAKE_CUDA_NO_STREAM_MEMOPS=1`: stream memory operations unsupported (read once, at the first
+//!   stream memory operation or attribute query: like a device property, it does not change later).
 //! * `FAKE_CUDA_REUSE_HANDLES=1`: a destroyed graph's or executable graph's address is handed out
 //!   again by the next one created (see "Stream capture and graphs"); so is a destroyed
 //!   context's, to the next context created on its device (primary for primary, created for

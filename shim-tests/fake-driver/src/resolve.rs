@@ -41,6 +41,12 @@ pub enum Resolution {
 
 /// Base names whose ABI changed: `(base, [(minimum cudaVersion, export)...])`, oldest first.
 /// The `_v2` of the 3.2-era memory/context APIs is given version 4000 for all of them.
+///
+/// `cuCtxSynchronize` is not here: CUDA 13's `cuCtxSynchronize_v2(CUcontext)` is a separate API
+/// under its own name (cuda.h declares both; NVIDIA's cuda-python resolves `"cuCtxSynchronize"`
+/// at 2000 and `"cuCtxSynchronize_v2"` literally at 13000, as it does `cuCtxGetDevice_v2`),
+/// not a new ABI of the base name, so `"cuCtxSynchronize"` gives the `(void)` function at every
+/// version, 13000 included.
 pub const VERSIONED: &[(&str, &[(i32, &str)])] = &[
     ("cuMemAlloc", &[(4000, "cuMemAlloc_v2")]),
     ("cuMemFree", &[(4000, "cuMemFree_v2")]),
@@ -60,10 +66,6 @@ pub const VERSIONED: &[(&str, &[(i32, &str)])] = &[
     ("cuMemsetD32", &[(4000, "cuMemsetD32_v2")]),
     ("cuDeviceTotalMem", &[(4000, "cuDeviceTotalMem_v2")]),
     ("cuCtxCreate", &[(4000, "cuCtxCreate_v2")]),
-    (
-        "cuCtxSynchronize",
-        &[(2000, "cuCtxSynchronize"), (13000, "cuCtxSynchronize_v2")],
-    ),
     ("cuCtxDestroy", &[(4000, "cuCtxDestroy_v2")]),
     ("cuCtxPushCurrent", &[(4000, "cuCtxPushCurrent_v2")]),
     ("cuCtxPopCurrent", &[(4000, "cuCtxPopCurrent_v2")]),
@@ -319,6 +321,14 @@ mod tests {
         );
         assert_eq!(found("cuMemAlloc", 13000, 2), export("cuMemAlloc_v2"));
         assert_eq!(found("cuMemAlloc_v2", 13000, 0), export("cuMemAlloc_v2"));
+        assert_eq!(
+            found("cuCtxSynchronize", 13000, 0),
+            export("cuCtxSynchronize")
+        );
+        assert_eq!(
+            found("cuCtxSynchronize_v2", 13000, 0),
+            export("cuCtxSynchronize_v2")
+        );
         assert_eq!(resolve("cuNoSuchThing", 13000, 0), Resolution::NotFound);
         assert_eq!(
             resolve("cuLaunchKernelEx", 11000, 0),
