@@ -227,19 +227,10 @@ pub(crate) fn unknown_variables(names: impl Iterator<Item = std::ffi::OsString>)
         .collect()
 }
 
-/// What is wrong with a report or trace path pattern, if anything: an on/off word where a path
-/// belongs (`on`, `1`, `true`, ... would name a file), or a `%` escape other than `%p`, `%h`, `%r`
-/// and `%%` (kept literally otherwise, e.g. a file named `%q%`).
+/// What is wrong with a report or trace path pattern, if anything
+/// (`cudablame_report::pattern::problem`, shared with the command).
 pub(crate) fn pattern_problem(pattern: &str) -> Option<String> {
-    if ["on", "1", "true", "yes"]
-        .iter()
-        .any(|w| pattern.eq_ignore_ascii_case(w))
-    {
-        return Some(
-            "is not a path (give a path pattern such as reports/cb-%h-%p.json, or off)".into(),
-        );
-    }
-    cudablame_report::pattern::escape_problem(pattern)
+    cudablame_report::pattern::problem(pattern)
 }
 
 /// A value as echoed in a warning: quoted, escaped, cut to 64 characters.

@@ -231,6 +231,10 @@ fn unwritable_report_paths_get_one_line() {
         ("missing directory", "/nonexistent-cudablame-dir/r.json"),
         ("inside /proc", "/proc/self/cudablame-r.json"),
         ("a file as directory", "/dev/null/r.json"),
+        // Devices behind symlinks: before, the report went to a new file beside them
+        // (`/dev/stdout.1`, made in /dev when run as root; a fresh-user trial).
+        ("a device", "/dev/stdout"),
+        ("a device", "/dev/stderr"),
     ] {
         for var in ["CUDABLAME_REPORT", "CUDABLAME_TRACE"] {
             let r = run_env(
@@ -274,6 +278,9 @@ fn unwritable_report_paths_get_one_line() {
         }
     }
     println!("unwritable paths: {tried} tried");
+    for beside in ["/dev/stdout.1", "/dev/stderr.1"] {
+        assert!(!Path::new(beside).exists(), "{beside} was made");
+    }
 }
 
 /// `/dev/null` as the report or trace path means no file, like `off`. Before: a file is never

@@ -420,6 +420,37 @@ fn run_names_a_folder_given_as_the_program() {
 }
 
 #[test]
+fn a_bad_report_pattern_given_to_run_is_refused_before_starting() {
+    // Read as the library reads the variable (a fresh-user trial: `--report '%'` passed, and
+    // the library then warned about CUDABLAME_REPORT, which the user never set).
+    for (pattern, said) in [
+        ("", "is empty"),
+        ("%", "ends in a lone %"),
+        ("r-%x-%q.json", "unknown escape %x"),
+        ("on", "is not a path"),
+        (
+            "/dev/stdout",
+            "/dev/stdout is a device, pipe or socket, not a file",
+        ),
+    ] {
+        for option in ["--report", "--trace"] {
+            let o = cli(&["run", option, pattern, "--", "sh", "-c", "echo PROGRAM-RAN"]);
+            assert_eq!(
+                o.status.code(),
+                Some(2),
+                "{option} {pattern:?}: {}",
+                err(&o)
+            );
+            assert!(!out(&o).contains("PROGRAM-RAN"));
+            let e = err(&o);
+            assert_eq!(e.lines().count(), 1, "{e}");
+            assert!(e.contains(&format!("{option} {pattern:?}: {said}")), "{e}");
+            assert!(!e.contains("CUDABLAME_"), "{e}");
+        }
+    }
+}
+
+#[test]
 fn a_report_path_through_a_file_names_the_file() {
     let dir = fresh("report-through-file");
     let file = dir.join("afile");

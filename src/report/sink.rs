@@ -65,6 +65,13 @@ pub(crate) fn write_file(
     fill: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
 ) -> Option<String> {
     let mut path = expand(pattern, pid, host, rank);
+    if let Some(problem) = cudablame_report::pattern::not_a_file(&path) {
+        crate::safety::say(&format!(
+            "cudablame: cannot write the {what}: {} (set {var})",
+            crate::safety::shorten(&problem, 200)
+        ));
+        return None;
+    }
     // A real directory only: a symlink planted at the path is never followed, not even to one.
     let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
     if path.ends_with('/') || is_dir {

@@ -69,6 +69,12 @@ pub const DEFAULT_REPORT: &str = "cudablame-%h-%p.json";
 /// folder when it has none) and checks that a file can be created there. The error names the
 /// real problem: a path component that is a file, a folder that cannot be made or written.
 fn check_report_folder(pattern: &str) -> Result<(), String> {
+    if let Some(problem) = cudablame_report::pattern::not_a_file(&crate::common::expand_pattern(
+        pattern,
+        std::process::id(),
+    )) {
+        return Err(problem);
+    }
     let dir = crate::common::pattern_dir(pattern).unwrap_or_else(|| ".".into());
     // A component that exists and is not a folder: create_dir_all would say "File exists".
     if let Some(file) = dir
@@ -126,13 +132,21 @@ fn settle(
     default: Option<&str>,
 ) -> Result<Option<String>, ExitCode> {
     if let Some(p) = given {
-        if let Some(e) = (!no_path(p))
-            .then(|| check_report_folder(p).err())
-            .flatten()
-        {
+        // The pattern itself first, as the library would read it (else the library warned
+        // about a variable the user never set, and took its default).
+        let bad_pattern = if p.trim().is_empty() {
+            Some("is empty".to_string())
+        } else {
+            cudablame_report::pattern::problem(p.trim())
+        };
+        if let Some(e) = bad_pattern.or_else(|| {
+            (!no_path(p))
+                .then(|| check_report_folder(p).err())
+                .flatten()
+        }) {
             eprintln!(
-                "cudablame run: {e} ({option} {p}): give a writable one with {option}, or \
-                 {option} off (the program was not started)"
+                "cudablame run: {option} {p:?}: {e}; give a writable path pattern with {option}, \
+                 or {option} off (the program was not started)"
             );
             return Err(ExitCode::from(2));
         }

@@ -53,6 +53,36 @@ pub fn is_off(pattern: &str) -> bool {
     pattern.eq_ignore_ascii_case("off") || pattern == "/dev/null"
 }
 
+/// What is wrong with a report or trace path pattern, if anything, in words for a warning: an
+/// on/off word where a path belongs (`on`, `1`, `true`, `yes` would name a file), or a `%`
+/// escape other than `%p`, `%h`, `%r` and `%%` ([`escape_problem`]). Read alike by the library
+/// (`CUDABLAME_REPORT`, `CUDABLAME_TRACE`) and the command (`run --report/--trace`).
+pub fn problem(pattern: &str) -> Option<String> {
+    if ["on", "1", "true", "yes"]
+        .iter()
+        .any(|w| pattern.eq_ignore_ascii_case(w))
+    {
+        return Some(
+            "is not a path (give a path pattern such as reports/cb-%h-%p.json, or off)".into(),
+        );
+    }
+    escape_problem(pattern)
+}
+
+/// Whether `path` (expanded) names something that is not a file or folder: a device, pipe or
+/// socket, directly or through a symlink (`/dev/stdout`, `/dev/stderr`, a FIFO). A report is a
+/// file written next to its final name and linked there (never following a symlink), so such a
+/// path would get a new file beside the device (`/dev/stdout.1`): the library and the command
+/// refuse it instead, in words for a warning.
+pub fn not_a_file(path: &str) -> Option<String> {
+    let m = std::fs::metadata(path).ok()?;
+    (!m.is_file() && !m.is_dir()).then(|| {
+        format!(
+            "{path} is a device, pipe or socket, not a file: a JSON report is a file (off: none)"
+        )
+    })
+}
+
 /// What is wrong with the escapes of `pattern`, in words for a warning; `None` when nothing is.
 pub fn escape_problem(pattern: &str) -> Option<String> {
     pieces(pattern).find_map(|piece| match piece {
