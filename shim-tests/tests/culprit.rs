@@ -310,11 +310,18 @@ fn no_marker_is_enqueued_for_another_threads_default_stream() {
     // per-thread stream: the per-thread handle names the calling thread's stream, so such a
     // marker landed on the main thread's idle stream, was written at once and "proved" the
     // worker's slow kernel complete (an exact verdict the GPU showed in threads_ptsz_fault.cu).
+    // A gap of 1 s: the budget must not mark the worker's #2 either. With the default 500 µs
+    // it did in about 1 run of 7 on a loaded 2-core machine (the worker's first marker write,
+    // which makes the fake's stream worker, counts as host time between its two launches), and
+    // #2's own marker then rightly proved it complete: `exact`, not the `likely` tested here.
     let r = run(
         &scenarios(),
         &["--ptds", "ptds_worker"],
         true,
-        &[("CUDABLAME_MARKERS", "budget")],
+        &[
+            ("CUDABLAME_MARKERS", "budget"),
+            ("CUDABLAME_MARKER_GAP_US", "1000000"),
+        ],
     );
     assert_eq!(r.printed("sync_rc"), "700");
     assert_culprit(&r, "late_oob", 1, "likely");
