@@ -4,8 +4,9 @@
 //! Why: on the H200 machine (KVM guest, clocksource `tsc`) one `clock_gettime(CLOCK_REALTIME)`
 //! costs 35 ns back to back but **270-345 ns** when 2 MiB of other memory was written since the
 //! last call (its vDSO code and the kernel's time data evicted, as by a PyTorch step's own work
-//! between two launches), against 40 ns for an `rdtsc` pair in the same state (`.gpu`'s
-//! `ctxbench.c`, 2026-12-03). The hot path reads the clock twice per op (launch and return).
+//! between two launches), against 40 ns for an `rdtsc` pair in the same state
+//! (`cuda-samples/bench/ctxbench.c`, 2026-12-03). The hot path reads the clock twice per op
+//! (launch and return).
 //!
 //! How: a process-wide anchor `(tsc, ns, ns per tick)` in one cache line, published under a
 //! sequence lock. [`now_ns`] is `ns + (rdtsc - tsc) * scale` for the anchor's span; past that,
