@@ -64,22 +64,32 @@ static WRITING: AtomicBool = AtomicBool::new(false);
 /// one host to within the anchor's error, see the module doc); 0 if the system clock fails.
 #[inline]
 pub(crate) fn now_ns() -> u64 {
-    let seq = ANCHOR.seq.load(Ordering::Acquire);
-    if seq != 0 && seq & 1 == 0 {
-        let tsc = ANCHOR.tsc.load(Ordering::Relaxed);
-        let ns = ANCHOR.ns.load(Ordering::Relaxed);
-        let scale = ANCHOR.scale.load(Ordering::Relaxed);
-        let span = ANCHOR.span.load(Ordering::Relaxed);
-        fence(Ordering::Acquire);
-        if ANCHOR.seq.load(Ordering::Relaxed) == seq {
-            // Before the anchor (another CPU's counter a little behind) wraps to a huge value.
-            let d = ticks().wrapping_sub(tsc);
-            if d < span {
-                return ns + ((d as u128 * scale as u128) >> 32) as u64;
-            }
+    if let Some(a) = anchored() {
+        // Before the anchor (another CPU's counter a little behind) wraps to a huge value.
+        let d = ticks().wrapping_sub(a.tsc);
+        if d < a.span {
+            return a.ns + ((d as u128 * a.scale as u128) >> 32) as u64;
         }
     }
     slow_now_ns()
+}
+
+/// The published anchor, read under its sequence lock; `None` before the first one, or while
+/// one is being written.
+#[inline]
+fn anchored() -> Option<Anchored> {
+    let seq = ANCHOR.seq.load(Ordering::Acquire);
+    if seq == 0 || seq & 1 != 0 {
+        return None;
+    }
+    let a = Anchored {
+        tsc: ANCHOR.tsc.load(Ordering::Relaxed),
+        ns: ANCHOR.ns.load(Ordering::Relaxed),
+        scale: ANCHOR.scale.load(Ordering::Relaxed),
+        span: ANCHOR.span.load(Ordering::Relaxed),
+    };
+    fence(Ordering::Acquire);
+    (ANCHOR.seq.load(Ordering::Relaxed) == seq).then_some(a)
 }
 
 /// A tick reading: the time-stamp counter on x86-64, else the monotonic clock in ns. Ticks are
@@ -112,12 +122,15 @@ pub(crate) fn system_ns(clock: libc::clockid_t) -> u64 {
 /// No usable anchor: `CLOCK_REALTIME` itself, and (for one thread at a time) the next anchor.
 #[cold]
 fn slow_now_ns() -> u64 {
+    if MODE.load(Ordering::Acquire) == SYSTEM {
+        return system_ns(libc::CLOCK_REALTIME);
+    }
     // The system reading bracketed by two counter readings: the pair is (midpoint, ns), good to
     // half the bracket (a thread preempted inside it gets a wide bracket, not a wrong anchor).
     let t0 = ticks();
     let ns = system_ns(libc::CLOCK_REALTIME);
     let t1 = ticks();
-    if ns == 0 || MODE.load(Ordering::Acquire) == SYSTEM {
+    if ns == 0 {
         return ns;
     }
     if WRITING
@@ -141,7 +154,7 @@ fn slow_now_ns() -> u64 {
             SYSTEM
         };
         MODE.store(mode, Ordering::Release);
-    } else if let Some(next) = next_anchor(*last, here, current_anchor()) {
+    } else if let Some(next) = next_anchor(*last, here, anchored()) {
         publish(next);
         *last = here;
     } else if here.width < last.width && ANCHOR.seq.load(Ordering::Relaxed) == 0 {
@@ -186,16 +199,6 @@ impl Anchored {
     fn at(&self, tsc: u64) -> u64 {
         self.ns + ((tsc.saturating_sub(self.tsc) as u128 * self.scale as u128) >> 32) as u64
     }
-}
-
-/// The published anchor, if any (read by the writer: no concurrent write).
-fn current_anchor() -> Option<Anchored> {
-    (ANCHOR.seq.load(Ordering::Acquire) != 0).then(|| Anchored {
-        tsc: ANCHOR.tsc.load(Ordering::Relaxed),
-        ns: ANCHOR.ns.load(Ordering::Relaxed),
-        scale: ANCHOR.scale.load(Ordering::Relaxed),
-        span: ANCHOR.span.load(Ordering::Relaxed),
-    })
 }
 
 /// Bracket widths accepted for an anchor's readings (ns): half of it is the reading's error.

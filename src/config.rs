@@ -227,22 +227,25 @@ pub(crate) fn unknown_variables(names: impl Iterator<Item = std::ffi::OsString>)
         .collect()
 }
 
-/// What is wrong with a report or trace path pattern, if anything
-/// (`cudablame_report::pattern::problem`, shared with the command).
-pub(crate) fn pattern_problem(pattern: &str) -> Option<String> {
-    cudablame_report::pattern::problem(pattern)
-}
-
 /// A value as echoed in a warning: quoted, escaped, cut to 64 characters.
 fn shown(raw: &str) -> String {
     crate::safety::shorten(&format!("{raw:?}"), 64)
 }
 
-fn on_off(name: &str, raw: &str, default: bool, warnings: &mut Vec<String>) -> bool {
+/// The on/off words every switch accepts (`1`, `on`, `yes`, `true` / `0`, `off`, `no`, `false`,
+/// any case, spaces around), or `None`.
+fn on_off_word(raw: &str) -> Option<bool> {
     match raw.trim().to_ascii_lowercase().as_str() {
-        "1" | "on" | "yes" | "true" => true,
-        "0" | "off" | "no" | "false" => false,
-        _ => {
+        "1" | "on" | "yes" | "true" => Some(true),
+        "0" | "off" | "no" | "false" => Some(false),
+        _ => None,
+    }
+}
+
+fn on_off(name: &str, raw: &str, default: bool, warnings: &mut Vec<String>) -> bool {
+    match on_off_word(raw) {
+        Some(b) => b,
+        None => {
             warnings.push(format!(
                 "{name}={} is not on/off; using {}",
                 shown(raw),
@@ -302,7 +305,7 @@ impl Config {
                 c.report = None;
             } else if t.is_empty() {
                 w.push("CUDABLAME_REPORT is empty; using cudablame-%h-%p.json".into());
-            } else if let Some(problem) = pattern_problem(t) {
+            } else if let Some(problem) = cudablame_report::pattern::problem(t) {
                 w.push(format!(
                     "CUDABLAME_REPORT={}: {problem}; using cudablame-%h-%p.json",
                     shown(t)
@@ -315,7 +318,7 @@ impl Config {
             let t = v.trim();
             if t.is_empty() {
                 w.push("CUDABLAME_TRACE is empty; writing no trace".into());
-            } else if let Some(problem) = pattern_problem(t) {
+            } else if let Some(problem) = cudablame_report::pattern::problem(t) {
                 w.push(format!(
                     "CUDABLAME_TRACE={}: {problem}; writing no trace",
                     shown(t)
@@ -400,11 +403,11 @@ impl Config {
             );
         }
         if let Some(v) = get("CUDABLAME_STATS") {
-            (c.stats, c.stats_phases) = match v.trim().to_ascii_lowercase().as_str() {
-                "total" => (true, false),
-                "1" | "on" | "yes" | "true" => (true, true),
-                "0" | "off" | "no" | "false" => (false, false),
-                _ => {
+            let total = v.trim().eq_ignore_ascii_case("total");
+            (c.stats, c.stats_phases) = match on_off_word(&v) {
+                _ if total => (true, false),
+                Some(on) => (on, on),
+                None => {
                     w.push(format!(
                         "CUDABLAME_STATS={} is not on, total or off; using off",
                         shown(&v)

@@ -13,6 +13,7 @@
 //! the "other" share it reports. Ticks become ns at exit, scaled by `CLOCK_MONOTONIC` over the
 //! whole run (elsewhere the clock is used directly).
 
+use crate::clock::ticks;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Once;
@@ -255,8 +256,6 @@ pub(crate) fn phase_start() -> u64 {
 /// `(ticks, CLOCK_MONOTONIC ns)` at the first [`start`]: the base of the tick-to-ns scale.
 static BASE_TICKS: AtomicU64 = AtomicU64::new(0);
 static BASE_NS: AtomicU64 = AtomicU64::new(0);
-
-use crate::clock::ticks;
 
 /// A tick reading when measuring (never 0), else 0 (no reading).
 #[inline]

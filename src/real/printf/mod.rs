@@ -99,7 +99,8 @@ pub(crate) fn feed(text: &[u8]) {
                         let k = b.kept;
                         b.lines[k][..line.len()].copy_from_slice(line);
                         b.lens[k] = line.len();
-                        b.times[k] = now_ns();
+                        // The ops' clock (lock-free, async-signal-safe; 0 if it fails).
+                        b.times[k] = crate::clock::now_ns();
                         b.kept += 1;
                     }
                 }
@@ -110,12 +111,6 @@ pub(crate) fn feed(text: &[u8]) {
             }
         }
     });
-}
-
-/// Wall-clock ns, the clock of the ops' launch times (`clock`, lock-free and
-/// async-signal-safe); 0 if it fails.
-fn now_ns() -> u64 {
-    crate::clock::now_ns()
 }
 
 /// The assert lines captured so far (the first [`MAX_LINES`]), each with the wall-clock ns at
