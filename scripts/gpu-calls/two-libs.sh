@@ -1,5 +1,5 @@
 #!/bin/bash
-# Two libraries side by side in CUDABLAME_STATS=total (steady own ns per op of the GPT step,
+# Two libraries side by side in CUDABLAME_STATS=total (steady own ns per op of the GPT step, SIZE=tiny the small one,
 # ROUNDS interleaved rounds; EXTRA="label|ENV=value" adds a run of the new library with a setting),
 # then, with BENCH=1, bench.sh's goal parts on the library with the lower median. The eleventh
 # session's calls (README Performance): BASE=.gpu/base.so (a build of the commit compared
@@ -13,8 +13,8 @@ RUNS="base|$BASE|$T;new|$NEW|$T"
 labels="base new"
 if [ -n "${EXTRA:-}" ]; then RUNS+=";${EXTRA%%|*}|$NEW|$T ${EXTRA#*|}"; labels+=" ${EXTRA%%|*}"; fi
 RUNS=$RUNS ROUNDS=${ROUNDS:-7} timeout "${PART_TIMEOUT:-300}" bash scripts/gpu-calls/components.sh > $OUT/components.log 2>&1
-tar czf $OUT/clogs-two-libs.tgz -C /tmp clogs
-own() { for f in /tmp/clogs/gpt-*-$1.txt; do grep -o 'cudablame stats:.*' "$f" | sed -nE 's/.*recorded after the first pause: [0-9]+ ops, real call ([0-9]+) ns, cudablame ([0-9]+) ns.*/\2 \1/p'; done; }
+tar czf $OUT/clogs-two-libs-${SIZE:-gpt}.tgz -C /tmp clogs
+own() { for f in /tmp/clogs/${SIZE:-gpt}-*-$1.txt; do grep -o 'cudablame stats:.*' "$f" | sed -nE 's/.*recorded after the first pause: [0-9]+ ops, real call ([0-9]+) ns, cudablame ([0-9]+) ns.*/\2 \1/p'; done; }
 med() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for c in $labels; do echo "$c: steady own ns (real call ns): $(own $c | sed 's/ \(.*\)/ (\1)/' | tr '\n' ' ') median $(own $c | cut -d' ' -f1 | med)"; done
 grep -E "^r[0-9]" $OUT/components.log

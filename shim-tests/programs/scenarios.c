@@ -639,6 +639,34 @@ int main(int argc, char **argv) {
         check("slow on b", launch(slow_b, 1, 32, NULL));
         return report_rc("sync_rc", p_cuStreamSynchronize(s));
     }
+    if (!strcmp(scenario, "legacy_switch") || !strcmp(scenario, "legacy_switch_back")) {
+        /* One thread, two contexts' legacy streams: context A (device 0's primary) #2, #3
+         * quick; context B (created on device 1, current from then on) #1 quick, #2 oob_write
+         * (legacy_switch: the culprit; else quick), #3 quick; A made current again, its #4 (#1 is
+         * the setup's blocking copy; legacy_switch_back: oob_write, the culprit; else quick); then the culprit's context's
+         * cuCtxSynchronize reports. cudablame's hot path trusts the thread's cached stream and
+         * checks the current context only after each launch: each op must still be recorded
+         * in its own context's legacy stream. */
+        int back = !strcmp(scenario, "legacy_switch_back");
+        CUcontext a = ctx, b;
+        int dev1;
+        launch_after(NULL, 2);
+        check("cuDeviceGet 1", p_cuDeviceGet(&dev1, 1));
+        check("cuCtxCreate", p_cuCtxCreate(&b, 0, dev1));
+        CUfunction quick_b = kernel_in_current("quick");
+        CUfunction bad_b = kernel_in_current("oob_write");
+        check("quick b", launch(quick_b, 1, 32, NULL));
+        launch_bad_kernel(back ? quick_b : bad_b, NULL);
+        launch(quick_b, 1, 32, NULL);
+        check("set a", p_cuCtxSetCurrent(a));
+        if (back) {
+            launch_bad_kernel(oob_write, NULL);
+        } else {
+            launch_after(NULL, 1);
+            check("set b", p_cuCtxSetCurrent(b));
+        }
+        return report_rc("sync_rc", p_cuCtxSynchronize_v2(NULL));
+    }
     if (!strcmp(scenario, "marker_other_context")) {
         /* Issue 19 item 7. Context B (device 1) gets a stream whose first op is a copy issued
          * while context A (device 0's primary) is current: cudablame makes B's marker slab then.

@@ -72,6 +72,34 @@ fn the_verdict_looks_at_the_context_of_the_reporting_stream() {
     );
 }
 
+/// One thread launching on the legacy streams of two contexts in turn (`cuCtxCreate`,
+/// `cuCtxSetCurrent` between launches): the hot path trusts the thread's cached stream before
+/// the launch and checks the current context after it (`streams::lookup_unchecked`), so every
+/// op must still land in its own context's stream, whichever way the thread switched last: the
+/// culprit is B's #2 on device 1 (`legacy_switch`, B's stream issued 3 ops) or A's #4 on device 0
+/// (`legacy_switch_back`: the setup's blocking copy, 2 quick launches, the culprit).
+#[test]
+fn each_contexts_legacy_stream_keeps_its_own_ops_when_one_thread_switches() {
+    for (scenario, seq, device, issued) in
+        [("legacy_switch", 2, 1, 3), ("legacy_switch_back", 4, 0, 4)]
+    {
+        let r = run(&scenarios(), &[scenario], true, &[]);
+        assert_eq!(r.printed("sync_rc"), "700", "{scenario}: {}", r.stderr);
+        assert_named(&r, "oob_write", seq, "exact");
+        assert_eq!(r.culprit()["device"], device, "{scenario}");
+        assert_eq!(r.culprit()["stream"], "legacy", "{scenario}");
+        let rep = r.report();
+        let legacy: Vec<(i64, u64)> = rep["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["stream"] == "legacy")
+            .map(|s| (s["device"].as_i64().unwrap(), s["issued"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(legacy, [(device, issued)], "{scenario}: {}", r.stderr);
+    }
+}
+
 /// Item 3: a context with progress markers is destroyed (`cuCtxDestroy`) or reset
 /// (`cuDevicePrimaryCtxReset`, what `cudaDeviceReset` calls); the driver frees its pinned memory.
 /// A later fault in a live context is reported exactly, without touching the old markers.

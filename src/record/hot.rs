@@ -23,8 +23,8 @@ pub(crate) fn enqueue(
         return (real_call(), None);
     };
     let mut time = cost::Timeline::from(entered);
-    let prepared = crate::safety::guarded(|| prepare(driver, ep, launch, &mut time));
-    let Some((state, mut op)) = prepared else {
+    let prepared = crate::safety::guarded(|| prepare(driver, ep, launch, false, &mut time));
+    let Some((mut state, mut op, unchecked)) = prepared else {
         return (real_call(), None);
     };
     let mut ring = state.ops.lock();
@@ -35,10 +35,38 @@ pub(crate) fn enqueue(
     let returned = now_ns();
     if rc != CUDA_SUCCESS {
         drop(ring);
+        if unchecked {
+            // The context the launch failed in, for its report (cold).
+            let context = driver.current_context();
+            if context != op.context {
+                op.context = context;
+                op.device = driver.context_device(context);
+            }
+        }
         // Cold: the launch failed by itself and will be reported with its live stack.
         op.stack =
             crate::safety::guarded(|| keep_live_stack(op.time_ns, entry)).unwrap_or_default();
         return (rc, Some(op));
+    }
+    if unchecked {
+        // The default stream's context, checked now the launch read it (`lookup_unchecked`).
+        let context = driver.current_context();
+        if context != state.context {
+            // Another context was made current since this thread's last op: the op belongs to
+            // that context's default stream. Recorded there after its call (like a blocking
+            // copy): an op another thread enqueued there meanwhile may get the lower sequence
+            // number, so markers still only prove ops that preceded them.
+            drop(ring);
+            let moved = crate::safety::guarded(|| streams::lookup_in(driver, op.stream, context));
+            let Some(moved) = moved else {
+                return (rc, None);
+            };
+            state = moved;
+            op.context = state.context;
+            op.device = state.device;
+            ring = state.ops.lock();
+        }
+        time.lap(cost::Phase::Lookup);
     }
     let cfg = config::get();
     let mut copied = 0;
@@ -122,13 +150,15 @@ pub(super) fn stack_copy<'a>(
 }
 
 /// The op's record before its real call (its Python frames, thread and stream), timed by
-/// `time`.
+/// `time`, and whether its stream's context is still to be checked (`check_context` false: see
+/// [`streams::lookup_unchecked`]; true: asked now where it is a default stream's).
 pub(super) fn prepare(
     driver: &'static real::Driver,
     ep: EntryPoint,
     launch: Launch,
+    check_context: bool,
     time: &mut cost::Timeline,
-) -> (streams::StreamRef, OpRecord) {
+) -> (streams::StreamRef, OpRecord, bool) {
     crate::config::test_panic(crate::config::PanicPoint::Record);
     let time_ns = now_ns();
     time.lap(cost::Phase::Rest);
@@ -139,7 +169,11 @@ pub(super) fn prepare(
         names::note(driver, launch.handle);
     }
     let id = StreamId::resolve(launch.stream, ep.per_thread_default(), thread);
-    let state = streams::lookup(driver, id);
+    let (state, unchecked) = if check_context {
+        (streams::lookup(driver, id), false)
+    } else {
+        streams::lookup_unchecked(driver, id)
+    };
     time.lap(cost::Phase::Lookup);
     let op = OpRecord {
         seq: 0,
@@ -156,5 +190,5 @@ pub(super) fn prepare(
         python,
         graph: graphs::AtLaunch::UNKNOWN,
     };
-    (state, op)
+    (state, op, unchecked)
 }
