@@ -16,10 +16,13 @@
 #   graph      graph_markers: µs per CUDA-graph replay without and with a progress-marker node
 #              after each kernel, same results?, and whether the marker names a faulting node
 #              exactly (an experiment for markers inside graphs; no shim)                (~5 s)
-#   train      PyTorch training step, small GPT (GPU-bound), tiny (host-bound) and the GPT step
-#              captured into one CUDA graph (replays) in one process, ms per step; goal 4, from
-#              the rounds' pairs of processes and, in each cudablame run, from blocks of steps
-#              recording vs paused (train_step.py --paired; BENCH_PAIRED_BLOCK)        (~125 s)
+#   train      PyTorch training steps in one process, ms per step: a small GPT, tiny, the small
+#              GPT captured into one CUDA graph (replays) and `big` (GPT-2 small's shape,
+#              batch 32); goal 4, from the rounds' pairs of processes and, in each cudablame
+#              run, from blocks of steps recording vs paused (train_step.py --paired;
+#              BENCH_PAIRED_BLOCK). Each eager step is judged GPU-bound (at most +2%) or
+#              host-bound (+4%) by its measured GPU share (train_step.py --count: the step's
+#              summed GPU activity over its ms, no shim; 0.9 or more: GPU-bound)       (~210 s)
 #   memory     resident memory after 1M and after all of BENCH_MEM_N back-to-back launches,
 #              without and with cudablame (5M by default: 10M does not fit the budget)    (~40 s)
 #   latency    report build time (build_ns: faulting call to report written, symbolization
@@ -420,7 +423,10 @@ fi
 
 # -------------------------------------------------------------------------------------- train
 
-SIZES=gpt,tiny,graph
+SIZES=gpt,tiny,graph,big
+# An eager step is GPU-bound when its GPU activity fills at least this share of it (the no-shim
+# runs' median `<size>_gpu_share`); below, the launching thread bounds it (host-bound).
+GPU_BOUND_SHARE=0.9
 # The cudablame default runs also compare recording with paused cudablame inside their own process
 # (train_step.py --paired K: blocks of K steps, ABBA), which the host's drift between processes
 # cannot reach; BENCH_PAIRED_BLOCK=0 turns it off.
@@ -486,11 +492,17 @@ if wants train; then
     TABLE_MED=()
     table train_configs "$TRAIN_REPS" "${size}_step_ms" ms \
       "training step ($size): ms per step (median of $STEPS steps per run), $TRAIN_REPS rounds"
-    case $size in
-      gpt) lim=2 what="training step (gpt, GPU-bound)" ;;
-      tiny) lim=4 what="training step (tiny, host-bound)" ;;
-      *) lim=1 what="CUDA-graph replays (the gpt step captured whole)" ;;
-    esac
+    share=$(for ((r = 0; r < TRAIN_REPS; r++)); do value "${size}_gpu_share" "${OUT_OF[0,$r]-}"; done |
+      sort -g | awk '{a[NR] = $1} END { if (NR) print a[int((NR + 1) / 2)] }')
+    if [[ $size == graph ]]; then
+      lim=1 what="CUDA-graph replays (the gpt step captured whole)"
+    elif [[ -z $share ]]; then
+      lim=2 what="training step ($size, GPU share not measured: judged as GPU-bound)"
+    elif awk -v s="$share" -v b="$GPU_BOUND_SHARE" 'BEGIN { exit !(s >= b) }'; then
+      lim=2 what="training step ($size, GPU-bound: GPU busy ${share} of the step)"
+    else
+      lim=4 what="training step ($size, host-bound: GPU busy ${share} of the step)"
+    fi
     if [[ -n ${TABLE_MED[0]-} && -n ${TABLE_MED[1]-} ]]; then
       p=$(pct "${TABLE_MED[0]}" "${TABLE_MED[1]}")
       # The verdict: per round, cudablame's run against the no-shim run of the same round (the
@@ -510,7 +522,7 @@ $phi% (min $pmin%, max $pmax%); at most +$lim%: $verdict"
       fi
     fi
     ((PAIRED > 0)) && same_process "$size"
-    echo "kernel launches per step (profiler, no shim): $(value "${size}_launches_per_step" "${OUT_OF[0,0]-}")"
+    echo "kernel launches per step (profiler, no shim): $(value "${size}_launches_per_step" "${OUT_OF[0,0]-}"); GPU busy per step $(value "${size}_gpu_busy_ms" "${OUT_OF[0,0]-}") ms, median share of the step over the rounds ${share:-not measured}"
   done
   GPT_NO_SHIM_MS=$(for ((r = 0; r < TRAIN_REPS; r++)); do value gpt_step_ms "${OUT_OF[0,$r]-}"; done |
     sort -g | awk '{a[NR] = $1} END { if (NR) print a[int((NR + 1) / 2)] }')

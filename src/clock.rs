@@ -44,6 +44,7 @@ struct Anchor {
     span: AtomicU64,
 }
 
+#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
 static ANCHOR: Anchor = Anchor {
     seq: AtomicU64::new(0),
     tsc: AtomicU64::new(0),
@@ -56,6 +57,7 @@ static ANCHOR: Anchor = Anchor {
 const UNDECIDED: u8 = 0;
 const TSC: u8 = 1;
 const SYSTEM: u8 = 2;
+#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
 static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
 /// Held by the one thread (re-)anchoring.
 static WRITING: AtomicBool = AtomicBool::new(false);

@@ -132,9 +132,11 @@ pub(crate) const MAX_PYTHON_DEPTH: usize = 64;
 
 /// Fork-safe: see `safety::ForkSafeOnce` (parsing twice is harmless; the warnings are said by
 /// the thread whose value wins only).
+#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
 static CONFIG: crate::safety::ForkSafeOnce<(Config, Vec<String>)> =
     crate::safety::ForkSafeOnce::new();
 static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
 static MARKERS_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// The configuration of this process, read from the environment on first use.

@@ -18,6 +18,15 @@
 //! program unchanged (panics contained, stderr writes that cannot hurt, fork handling).
 
 //!
+//! The statics every recorded op reads (switches, the driver's and the configuration's cells, the
+//! clock's anchor, the stream table's epoch) carry `#[link_section = "cudablame_hot"]`: the
+//! linker puts them side by side in one section of a few cache lines, where they were spread
+//! over eight lines of `.data` and `.bss` (`nm` of the release build). Between two launches a
+//! framework's own work evicts them; each line the hook touches is then a miss on the
+//! launching thread (the eleventh session's cold `cuCtxGetCurrent`: 275-460 ns). All of them
+//! are written rarely (at start, a fork, a capture's edges, a stream's creation), so sharing
+//! lines costs no write contention.
+//!
 //! Imports point one way, down this list (a module uses only modules listed before it; checked by
 //! the `imports_follow_the_layers` test below). Vocabulary shared by several steps (`OpKind`,
 //! `Confidence`, `Frame`, `DeviceAssert`, path patterns) comes from the report crate,

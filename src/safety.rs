@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Set by the first panic in cudablame's code: every hook then only makes the real call.
+#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
 static DISABLED: AtomicBool = AtomicBool::new(false);
 /// The panic hook: 0 not installed, 1 being installed (by one thread; the others do not wait),
 /// 2 installed. Not a `std::sync::Once`: see [`ForkSafeOnce`].
@@ -198,6 +199,7 @@ impl<T: Default> Default for Resettable<T> {
 pub(crate) fn register_fork_handler(child: extern "C" fn()) {
     // Not a `std::sync::Once`: a thread forking while another is inside `call_once` would leave
     // the child's copy "running" forever, and the child's first hook would wait on it forever.
+    #[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
     static REGISTERED: AtomicBool = AtomicBool::new(false);
     if !REGISTERED.load(Ordering::Acquire) && !REGISTERED.swap(true, Ordering::AcqRel) {
         // SAFETY: registers a plain extern "C" function that takes no lock and never unwinds

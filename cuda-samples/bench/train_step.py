@@ -1,16 +1,24 @@
 """train_step.py: ms per training step of a small GPT-style model (benchmark, not a test).
 
-    python3 train_step.py [--size gpt|tiny|graph|gpt,tiny,graph] [--steps N] [--warmup N] [--count]
-                          [--paired K]
+    python3 train_step.py [--size gpt|tiny|graph|big|gpt,tiny,graph,big] [--steps N] [--warmup N]
+                          [--count] [--paired K]
 
-gpt:   6 layers, d=512, 8 heads, bf16, batch 16x256, forward + backward + AdamW (GPU-bound).
+gpt:   6 layers, d=512, 8 heads, bf16, batch 16x256, forward + backward + AdamW. On the H200
+       with the host pinned to one CPU its kernels keep the GPU busy for less than half the step
+       (--count prints the share): the launching thread bounds it, not the GPU.
 tiny:  2 layers, d=64, batch 2x16: Python dispatch and launches dominate (host-bound).
+big:   GPT-2 small's shape (12 layers, d=768, 12 heads, sequence 512), batch 32 (BENCH_BIG_BATCH
+       overrides): enough work per kernel that the GPU bounds the step (GPU-bound).
 graph: the gpt step captured whole into one CUDA graph (AdamW capturable), timed per replay
        (one graph launch per step: what cudablame adds is its cost per replay).
 Several sizes run one after the other in one process (one interpreter start for all). Prints one
 line per size, `<size>_step_ms=<median> <size>_min_ms=<x> <size>_max_ms=<x>`, flushed at once;
 with --count (or BENCH_COUNT_LAUNCHES=1 in the environment) one more step is profiled afterwards
-(CPU + CUDA activities) and `<size>_launches_per_step=<n>` follows on its own line.
+(CPU + CUDA activities) and `<size>_launches_per_step=<n> <size>_gpu_busy_ms=<x>
+<size>_gpu_share=<x>` follows on its own line: the launches, the summed duration of the step's
+GPU activities (kernels, copies, memsets; one stream, so they do not overlap) and that sum over
+the step's median ms: near 1 the GPU bounds the step, well under 1 the host does (bench.sh
+judges each eager size by it).
 
 --paired K (under cudablame; scripts/bench.sh train): after those steps, the same process
 compares cudablame recording with cudablame paused (`cudablame_pause`, found with
@@ -68,7 +76,13 @@ def pause_switch():
 
 
 PAUSE = pause_switch() if args.paired > 0 else None
-SIZES = {"gpt": (6, 512, 16, 256), "tiny": (2, 64, 2, 16), "graph": (6, 512, 16, 256)}
+BIG_BATCH = int(os.environ.get("BENCH_BIG_BATCH", "32"))
+SIZES = {
+    "gpt": (6, 512, 16, 256),
+    "tiny": (2, 64, 2, 16),
+    "graph": (6, 512, 16, 256),
+    "big": (12, 768, BIG_BATCH, 512),
+}
 VOCAB = 4096
 DEV = "cuda"
 
@@ -77,7 +91,7 @@ class Block(nn.Module):
     def __init__(self, d):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, 8, batch_first=True)
+        self.attn = nn.MultiheadAttention(d, max(8, d // 64), batch_first=True)
         self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
 
     def forward(self, x, mask):
@@ -104,13 +118,18 @@ class GPT(nn.Module):
 
 
 def count_launches(step):
+    """(launches, ms of GPU activity) of one profiled step."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         step()
         torch.cuda.synchronize()
     names = ("cudaLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch", "cuGraphLaunch")
-    return sum(1 for e in prof.events() if e.name.startswith(names))
+    events = prof.events()
+    launches = sum(1 for e in events if e.name.startswith(names))
+    gpu_us = sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA)
+    return launches, gpu_us / 1e3
 
 
 def interval(values):
@@ -217,12 +236,17 @@ def bench(size):
     if PAUSE is not None:
         paired(size, step, args.paired)
     if count:
-        print(f"{size}_launches_per_step={count_launches(step)}", flush=True)
+        launches, busy = count_launches(step)
+        print(
+            f"{size}_launches_per_step={launches} {size}_gpu_busy_ms={busy:.3f} "
+            f"{size}_gpu_share={busy / statistics.median(times):.3f}",
+            flush=True,
+        )
     del model, opt, data
     torch.cuda.empty_cache()
 
 
 for size in args.size.split(","):
     if size not in SIZES:
-        sys.exit(f"train_step.py: unknown size {size!r} (gpt, tiny, graph)")
+        sys.exit(f"train_step.py: unknown size {size!r} (gpt, tiny, graph, big)")
     bench(size)

@@ -24,6 +24,7 @@
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
 static PAUSED: AtomicBool = AtomicBool::new(false);
 
 /// Whether a benchmark paused cudablame (one relaxed load: on every hooked call).

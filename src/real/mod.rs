@@ -149,6 +149,7 @@ pub(crate) struct OwnCalls {
 /// Built once (`safety::ForkSafeOnce`: other threads wait for the first); where it is built twice
 /// (fork, a blocked builder) finding the driver's symbols again is harmless, and the import-slot
 /// patch it makes is done once whatever happens (`printf::hook_driver`).
+#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
 static DRIVER: crate::safety::ForkSafeOnce<Driver> = crate::safety::ForkSafeOnce::new();
 
 /// The driver, found on first use: `libcuda.so.1` if the process has loaded it, else the library

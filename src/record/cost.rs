@@ -137,6 +137,7 @@ fn bump(c: &AtomicU64, n: u64, shared: bool) {
 }
 
 /// Every thread's counters, newest first.
+#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
 static ALL: AtomicPtr<Counters> = AtomicPtr::new(std::ptr::null_mut());
 /// For a thread whose thread-locals are gone (a hook during its exit).
 static SHARED: Counters = Counters::new();

@@ -102,6 +102,7 @@ impl OpRecord {
 
 /// Streams with an active capture (begun and not yet ended), process-wide. While it is 0 no
 /// stream can be capturing and the per-launch `cuStreamIsCapturing` check is skipped.
+#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
 static CAPTURES_ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// Set for good once a benchmark paused cudablame (`cudablame_pause`): what the program enqueued

@@ -33,6 +33,7 @@ type Fast = BuildHasherDefault<AddressHasher>;
 
 /// Mangled names by kernel handle (`None`: the driver did not say).
 /// Resettable: a forked child drops it without taking its lock (`safety::Resettable`).
+#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
 static NAMES: Resettable<RwLock<HashMap<usize, Option<String>, Fast>>> = Resettable::new();
 
 /// Slots of [`Seen::recent`] (a power of two): 4 KiB, more than the kernels a training step

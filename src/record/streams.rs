@@ -172,6 +172,7 @@ const RETIRED_KEPT: usize = 64;
 static TABLE: Resettable<RwLock<Table>> = Resettable::new();
 /// Bumped on every removal (and after a fork) so thread-local caches notice.
 /// (Also: a destroyed stream handle's cached context is forgotten with it.)
+#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 
 /// This thread's stream bookkeeping: the stream it used last, and the per-thread default

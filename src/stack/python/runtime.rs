@@ -30,6 +30,7 @@ pub(super) struct Runtime {
 }
 
 /// Fork-safe, as `stacks::TABLE` (detection is idempotent: `ForkSafeOnce` may run it twice).
+#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
 pub(super) static STATE: ForkSafeOnce<State> = ForkSafeOnce::new();
 /// Set when a walk found memory that does not look like the expected layout.
 pub(super) static LAYOUT_MISMATCH: AtomicBool = AtomicBool::new(false);
