@@ -19,7 +19,8 @@
  *                  never `exact` on D's healthy kernel (another device).
  *   dropped        context A (device 0, never destroyed) runs a kernel that faults (700) after
  *                  1 s on stream sd, destroyed at once; then context B (device 0) creates,
- *                  uses and destroys 64 streams (their brief kernels unfinished when destroyed),
+ *                  uses and destroys 64 streams (their brief kernels, 20 ms each, unfinished when
+ *                  destroyed even on a loaded machine: 1 ms was not, once, in CI),
  *                  which pushes sd off cudablame's retired list (its work still unproven), and
  *                  B's cuCtxSynchronize succeeds. B launches a 3 s kernel and synchronizes its
  *                  stream: 700, A's fault. B's kernel is the one op held: never `exact` on it.
@@ -35,7 +36,7 @@ static const char *MODULE =
     "// fake: healthy delay_us=300000\n"
     "// fake: quick\n"
     "// fake: late_bad fault=700 delay_us=1000000\n"
-    "// fake: brief delay_us=1000\n"
+    "// fake: brief delay_us=20000\n"
     "// fake: long delay_us=3000000\n";
 
 int main(int argc, char **argv) {
