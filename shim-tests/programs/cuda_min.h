@@ -498,6 +498,10 @@ typedef CUresult (*PFN_cuDeviceGetAttribute)(int *pi, CUdevice_attribute attrib,
 typedef CUresult (*PFN_cuDevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev);
 typedef CUresult (*PFN_cuDevicePrimaryCtxRelease)(CUdevice dev);
 typedef CUresult (*PFN_cuCtxCreate)(CUcontext *pctx, unsigned int flags, CUdevice dev);
+/* CUDA 12.5's cuCtxCreate_v4 (CUDA 13's cuCtxCreate, what cuGetProcAddress("cuCtxCreate") gives
+ * from version 12050 on); its CUctxCreateParams* may be NULL. */
+typedef CUresult (*PFN_cuCtxCreate_v12050)(CUcontext *pctx, void *ctxCreateParams, unsigned int flags,
+                                           CUdevice dev);
 typedef CUresult (*PFN_cuCtxDestroy)(CUcontext ctx);
 typedef CUresult (*PFN_cuCtxSetCurrent)(CUcontext ctx);
 typedef CUresult (*PFN_cuCtxGetCurrent)(CUcontext *pctx);

@@ -80,7 +80,7 @@ static struct {
     PFN_cuDeviceGet DeviceGet;
     PFN_cuDeviceGetName DeviceGetName;
     PFN_cuDeviceGetAttribute DeviceGetAttribute;
-    PFN_cuCtxCreate CtxCreate;
+    PFN_cuCtxCreate_v12050 CtxCreate;
     PFN_cuCtxDestroy CtxDestroy;
     PFN_cuCtxSetCurrent CtxSetCurrent;
     PFN_cuCtxGetCurrent CtxGetCurrent;
@@ -541,7 +541,7 @@ static int no_memops_main(void) {
     CHECK(value == 0, "stream mem ops %d", value);
     CHECK_RC(cu.DeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev), CUDA_SUCCESS);
     CHECK(value == 0, "64-bit stream mem ops %d", value);
-    CHECK_RC(cu.CtxCreate(&ctx, 0, dev), CUDA_SUCCESS);
+    CHECK_RC(cu.CtxCreate(&ctx, NULL, 0, dev), CUDA_SUCCESS);
     CHECK_RC(cu.MemHostAlloc(&pinned, 64, 0), CUDA_SUCCESS);
     CHECK_RC(cu.MemHostGetDevicePointer(&marker, pinned, 0), CUDA_SUCCESS);
     CHECK_RC(cu.StreamWriteValue64(NULL, marker, 1, 0), CUDA_ERROR_NOT_SUPPORTED);
@@ -625,10 +625,10 @@ int main(int argc, char **argv) {
     CUmodule mod_faulty = NULL, mod_healthy = NULL, mod_third = NULL;
     CUdevice dev1 = -1;
     CHECK_RC(cu.DeviceGet(&dev1, 1), CUDA_SUCCESS);
-    CHECK_RC(cu.CtxCreate(&sibling, 0, dev), CUDA_SUCCESS);
-    CHECK_RC(cu.CtxCreate(&faulty, 0, dev), CUDA_SUCCESS);
+    CHECK_RC(cu.CtxCreate(&sibling, NULL, 0, dev), CUDA_SUCCESS);
+    CHECK_RC(cu.CtxCreate(&faulty, NULL, 0, dev), CUDA_SUCCESS);
     CHECK_RC(cu.ModuleLoadData(&mod_faulty, IMAGE), CUDA_SUCCESS);
-    CHECK_RC(cu.CtxCreate(&healthy, 0, dev1), CUDA_SUCCESS);
+    CHECK_RC(cu.CtxCreate(&healthy, NULL, 0, dev1), CUDA_SUCCESS);
     CHECK_RC(cu.ModuleLoadData(&mod_healthy, IMAGE), CUDA_SUCCESS);
 
     check_healthy(healthy, mod_healthy);
@@ -648,7 +648,7 @@ int main(int argc, char **argv) {
     CHECK_RC(cu.CtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
 
     /* A context created after the fault is healthy (the real driver 580 refuses it). */
-    CHECK_RC(cu.CtxCreate(&third, 0, dev), CUDA_SUCCESS);
+    CHECK_RC(cu.CtxCreate(&third, NULL, 0, dev), CUDA_SUCCESS);
     CHECK_RC(cu.ModuleLoadData(&mod_third, IMAGE), CUDA_SUCCESS);
     check_fault_on(mod_third);
 

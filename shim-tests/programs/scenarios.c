@@ -59,7 +59,7 @@ typedef struct {
     X(cuGraphGetNodes, cuGraphGetNodes, (CUgraph, CUgraphNode *, size_t *))                      \
     X(cuMemsetD32, cuMemsetD32_v2, (CUdeviceptr, unsigned, size_t))                               \
     X(cuMemcpyDtoD, cuMemcpyDtoD_v2, (CUdeviceptr, CUdeviceptr, size_t))                          \
-    X(cuCtxCreate, cuCtxCreate_v2, (CUcontext *, unsigned, int))                                  \
+    X(cuCtxCreate, cuCtxCreate_v4, (CUcontext *, void *, unsigned, int))                          \
     X(cuCtxDestroy, cuCtxDestroy_v2, (CUcontext))                                                 \
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2, (int))                                \
     X(cuStreamWriteValue32, cuStreamWriteValue32_v2, (CUstream, CUdeviceptr, unsigned, unsigned)) \
@@ -634,7 +634,7 @@ int main(int argc, char **argv) {
         check("stream", p_cuStreamCreate(&s, 1));
         launch_bad_kernel(oob_write, s);
         check("cuDeviceGet 1", p_cuDeviceGet(&dev1, 1));
-        check("cuCtxCreate", p_cuCtxCreate(&b, 0, dev1));
+        check("cuCtxCreate", p_cuCtxCreate(&b, NULL, 0, dev1));
         CUfunction slow_b = kernel_in_current("slow");
         check("slow on b", launch(slow_b, 1, 32, NULL));
         return report_rc("sync_rc", p_cuStreamSynchronize(s));
@@ -652,7 +652,7 @@ int main(int argc, char **argv) {
         int dev1;
         launch_after(NULL, 2);
         check("cuDeviceGet 1", p_cuDeviceGet(&dev1, 1));
-        check("cuCtxCreate", p_cuCtxCreate(&b, 0, dev1));
+        check("cuCtxCreate", p_cuCtxCreate(&b, NULL, 0, dev1));
         CUfunction quick_b = kernel_in_current("quick");
         CUfunction bad_b = kernel_in_current("oob_write");
         check("quick b", launch(quick_b, 1, 32, NULL));
@@ -679,7 +679,7 @@ int main(int argc, char **argv) {
         int dev1;
         static int host[16];
         check("cuDeviceGet 1", p_cuDeviceGet(&dev1, 1));
-        check("cuCtxCreate", p_cuCtxCreate(&b, 0, dev1));
+        check("cuCtxCreate", p_cuCtxCreate(&b, NULL, 0, dev1));
         CUfunction quick_b = kernel_in_current("quick");
         CUfunction bad_b = kernel_in_current("oob_write");
         check("stream", p_cuStreamCreate(&sb, 1));
@@ -707,7 +707,7 @@ int main(int argc, char **argv) {
             check("set", p_cuCtxSetCurrent(ctx));
         } else {
             CUcontext c;
-            check("cuCtxCreate", p_cuCtxCreate(&c, 0, 0));
+            check("cuCtxCreate", p_cuCtxCreate(&c, NULL, 0, 0));
             CUfunction q = kernel_in_current("quick");
             CUstream s;
             check("stream", p_cuStreamCreate(&s, 1));

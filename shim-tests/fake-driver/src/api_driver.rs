@@ -188,16 +188,46 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
     _flags: c_uint,
     dev: CUdevice,
 ) -> CUresult {
-    guard(|| {
-        context::check_device(dev)?;
-        if pctx.is_null() {
-            return Err(errors::INVALID_VALUE);
-        }
-        let ctx = Context::create(dev, false);
-        context::push_current(ctx)?;
-        // SAFETY: `pctx` is NULL or valid for a write, as cuCtxCreate_v2's contract (cuda.h) says.
-        unsafe { write_out(pctx, handle_of(ctx)) }
-    })
+    guard(|| create_context(pctx, dev))
+}
+
+/// `cuCtxCreate_v3(CUcontext*, CUexecAffinityParam*, int numParams, unsigned int flags,
+/// CUdevice)` (CUDA 11.4): as `_v2`; the fake has no execution affinity, the parameters are not
+/// read.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate_v3(
+    pctx: *mut CUcontext,
+    _params: *const c_void,
+    _num_params: c_int,
+    _flags: c_uint,
+    dev: CUdevice,
+) -> CUresult {
+    guard(|| create_context(pctx, dev))
+}
+
+/// `cuCtxCreate_v4(CUcontext*, CUctxCreateParams*, unsigned int flags, CUdevice)` (CUDA 12.5;
+/// CUDA 13's `cuCtxCreate`): as `_v2`; the parameters (NULL: none) are not read.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate_v4(
+    pctx: *mut CUcontext,
+    _params: *const c_void,
+    _flags: c_uint,
+    dev: CUdevice,
+) -> CUresult {
+    guard(|| create_context(pctx, dev))
+}
+
+/// Every `cuCtxCreate` ABI: creates a context on `dev` and pushes it.
+fn create_context(pctx: *mut CUcontext, dev: CUdevice) -> Result<(), CUresult> {
+    context::check_device(dev)?;
+    if pctx.is_null() {
+        return Err(errors::INVALID_VALUE);
+    }
+    let ctx = Context::create(dev, false);
+    context::push_current(ctx)?;
+    // SAFETY: `pctx` is non-null and valid for a write, as every cuCtxCreate's contract
+    // (cuda.h) says.
+    unsafe { write_out(pctx, handle_of(ctx)) }
 }
 
 /// `cuCtxDestroy_v2(CUcontext)`: waits for the context's work, then destroys it. A poisoned

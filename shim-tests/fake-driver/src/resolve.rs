@@ -65,7 +65,17 @@ pub const VERSIONED: &[(&str, &[(i32, &str)])] = &[
     ("cuMemsetD8", &[(4000, "cuMemsetD8_v2")]),
     ("cuMemsetD32", &[(4000, "cuMemsetD32_v2")]),
     ("cuDeviceTotalMem", &[(4000, "cuDeviceTotalMem_v2")]),
-    ("cuCtxCreate", &[(4000, "cuCtxCreate_v2")]),
+    // CUDA 11.4 added execution-affinity parameters (_v3), 12.5 `CUctxCreateParams` (_v4);
+    // CUDA 13's cuda.h maps `cuCtxCreate` to `cuCtxCreate_v4` and cuda-python resolves the base
+    // name at 13000 to it.
+    (
+        "cuCtxCreate",
+        &[
+            (4000, "cuCtxCreate_v2"),
+            (11040, "cuCtxCreate_v3"),
+            (12050, "cuCtxCreate_v4"),
+        ],
+    ),
     ("cuCtxDestroy", &[(4000, "cuCtxDestroy_v2")]),
     ("cuCtxPushCurrent", &[(4000, "cuCtxPushCurrent_v2")]),
     ("cuCtxPopCurrent", &[(4000, "cuCtxPopCurrent_v2")]),
@@ -212,7 +222,7 @@ export_table! {
     cuInit, cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName,
     cuDeviceTotalMem_v2, cuDeviceGetAttribute, cuDevicePrimaryCtxRetain,
     cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxGetState,
-    cuCtxCreate_v2, cuCtxDestroy_v2, cuCtxSetCurrent,
+    cuCtxCreate_v2, cuCtxCreate_v3, cuCtxCreate_v4, cuCtxDestroy_v2, cuCtxSetCurrent,
     cuCtxGetCurrent, cuCtxPushCurrent_v2, cuCtxPopCurrent_v2, cuCtxGetDevice, cuCtxSynchronize,
     cuCtxSynchronize_v2,
     cuGetErrorName, cuGetErrorString, cuGetProcAddress, cuGetProcAddress_v2,
@@ -325,6 +335,9 @@ mod tests {
             found("cuCtxSynchronize", 13000, 0),
             export("cuCtxSynchronize")
         );
+        assert_eq!(found("cuCtxCreate", 13000, 0), export("cuCtxCreate_v4"));
+        assert_eq!(found("cuCtxCreate", 12000, 0), export("cuCtxCreate_v3"));
+        assert_eq!(found("cuCtxCreate", 11030, 0), export("cuCtxCreate_v2"));
         assert_eq!(
             found("cuCtxSynchronize_v2", 13000, 0),
             export("cuCtxSynchronize_v2")
