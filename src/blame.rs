@@ -297,7 +297,12 @@ fn rank(
             } else if ran == 0 {
                 ", never completed before in the recorded ops".into()
             } else {
-                format!(", the same kernel completed {ran} times before (ranked after kernels that never did)")
+                let runs = if ran == 1 {
+                    "once".to_string()
+                } else {
+                    format!("{ran} times")
+                };
+                format!(", the same kernel completed {runs} before (ranked after kernels that never did)")
             };
             let assert = match (named[k], lists[k].changed) {
                 (true, false) => ", runs the kernel the device-side assert names (ranked first)",

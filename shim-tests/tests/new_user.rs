@@ -56,18 +56,20 @@ fn report() -> PathBuf {
     r.report_path
 }
 
+/// The name of the one file in `dir` (fails when there are none or several).
+fn only_file(dir: &std::path::Path) -> String {
+    let files: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files[0].file_name().to_string_lossy().into_owned()
+}
+
 #[test]
 fn demo_accepts_the_report_pattern_of_its_help() {
     let dir = fresh("demo-report");
     let pattern = dir.join("sub/demo-%p.json");
     let o = cli(&["demo", "--simulated", "--report", s(&pattern)]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    let files: Vec<_> = std::fs::read_dir(dir.join("sub"))
-        .unwrap()
-        .flatten()
-        .collect();
-    assert_eq!(files.len(), 1, "{files:?}");
-    let name = files[0].file_name().to_string_lossy().into_owned();
+    let name = only_file(&dir.join("sub"));
     assert!(
         name.starts_with("demo-") && name.ends_with(".json"),
         "{name}"
@@ -97,6 +99,38 @@ fn demo_reads_an_exported_report_variable_and_report_off_succeeds() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(path.exists(), "{}", err(&o));
     assert!(!err(&o).contains("exit status:"), "{}", err(&o));
+}
+
+/// Found by a new-user trial: `demo` looked for its report only at the expanded path, so a second
+/// run with the same `--report` path (the library then writes `NAME.1.json`: a report never
+/// replaces a file) and a folder pattern (`DIR/`, the report inside it) ended "no report at ..."
+/// with exit 1 although a report was written; a bad pattern (`a%`, `on`) went to the library,
+/// which warned about a `CUDABLAME_REPORT` the user never set and wrote its own default.
+#[test]
+fn demo_finds_its_report_where_the_library_wrote_it_and_refuses_a_bad_pattern() {
+    let dir = fresh("demo-where");
+    let fixed = dir.join("fixed.json");
+    for want in ["fixed.json", "fixed.1.json"] {
+        let o = cli(&["demo", "--simulated", "--report", s(&fixed)]);
+        assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+        let line = format!("JSON report: {}", dir.join(want).display());
+        assert!(err(&o).contains(&line), "{want}: {}", err(&o));
+    }
+    let folder = format!("{}/", dir.join("sub").display());
+    let o = cli(&["demo", "--simulated", "--report", &folder]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let name = only_file(&dir.join("sub"));
+    assert!(err(&o).contains(&format!("{folder}{name}")), "{}", err(&o));
+    for bad in ["a%", "on"] {
+        let o = cli(&["demo", "--simulated", "--report", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", err(&o));
+        assert_eq!(err(&o).lines().count(), 1, "{bad}: {}", err(&o));
+        assert!(
+            err(&o).starts_with("cudablame demo: --report"),
+            "{}",
+            err(&o)
+        );
+    }
 }
 
 #[test]

@@ -73,13 +73,9 @@ pub(crate) fn write_file(
         return None;
     }
     // A real directory only: a symlink planted at the path is never followed, not even to one.
-    let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
-    if path.ends_with('/') || is_dir {
-        path = std::path::Path::new(&path)
-            .join(expand(in_directory, pid, host, rank))
-            .display()
-            .to_string();
-    }
+    path = cudablame_report::pattern::file_path(&path, &expand(in_directory, pid, host, rank))
+        .display()
+        .to_string();
     match write_new(&path, fill) {
         Ok(p) => Some(p),
         Err(e) => {
@@ -140,28 +136,19 @@ pub(crate) fn write_new(
         .map_err(|e| std::io::Error::new(e.kind(), cudablame_report::pattern::os_reason(&e)))?;
     tmp.as_file_mut().write_all(&content)?;
     tmp.as_file().sync_all()?;
-    let stem = target
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let ext = target
-        .extension()
-        .map(|s| format!(".{}", s.to_string_lossy()))
-        .unwrap_or_default();
-    let mut candidate = target.to_path_buf();
-    for n in 1..=100 {
+    use cudablame_report::pattern::{numbered, MAX_NUMBERED};
+    for n in 0..=MAX_NUMBERED {
+        let candidate = numbered(target, n);
         match tmp.persist_noclobber(&candidate) {
             Ok(_) => return Ok(candidate.display().to_string()),
-            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
-                tmp = e.file;
-                candidate = dir.join(format!("{stem}.{n}{ext}"));
-            }
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => tmp = e.file,
             Err(e) => return Err(e.error),
         }
     }
-    Err(std::io::Error::other(
-        "100 files with this name exist already",
-    ))
+    Err(std::io::Error::other(format!(
+        "{} files with this name exist already",
+        MAX_NUMBERED + 1
+    )))
 }
 
 #[cfg(test)]

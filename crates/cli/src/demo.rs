@@ -117,6 +117,28 @@ pub fn demo(args: DemoArgs) -> ExitCode {
     let from_env = std::env::var("CUDABLAME_REPORT")
         .ok()
         .filter(|v| !v.trim().is_empty() && args.report_dir.is_none());
+    // The pattern as the library would read it (else the library warns about a variable the
+    // user never set and writes its own default, where the demo does not look): a bad
+    // `--report` is refused, as `run --report` refuses it; a bad variable is said once and the
+    // demo's default taken, as the library would.
+    if let Some(p) = &args.report {
+        let bad = if p.trim().is_empty() {
+            Some("is empty".to_string())
+        } else {
+            cudablame_report::pattern::problem(p.trim())
+        };
+        if let Some(e) = bad {
+            eprintln!("cudablame demo: --report {p:?}: {e}; give a path pattern, or --report off");
+            return ExitCode::from(2);
+        }
+    }
+    let from_env = from_env.filter(|v| match cudablame_report::pattern::problem(v.trim()) {
+        Some(e) if args.report.is_none() => {
+            eprintln!("cudablame demo: CUDABLAME_REPORT={v:?}: {e}; using the demo's default");
+            false
+        }
+        _ => true,
+    });
     let report = match args.report.or(from_env) {
         Some(pattern) => pattern,
         None => {
@@ -132,9 +154,15 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         }
     };
     let off = cudablame_report::pattern::is_off(report.trim());
-    if let Some(dir) = std::path::Path::new(&report)
-        .parent()
-        .filter(|d| !off && !d.as_os_str().is_empty() && !d.to_string_lossy().contains('%'))
+    // The folder the report goes into: the pattern itself when it ends in `/` (a folder
+    // pattern), else its parent; not made when it depends on the demo program's pid or rank.
+    let folder = if report.ends_with('/') {
+        Some(std::path::Path::new(&report))
+    } else {
+        std::path::Path::new(&report).parent()
+    };
+    if let Some(dir) =
+        folder.filter(|d| !off && !d.as_os_str().is_empty() && !d.to_string_lossy().contains('%'))
     {
         if let Err(e) = std::fs::create_dir_all(dir) {
             eprintln!("cudablame demo: cannot make {}: {e}", dir.display());
@@ -198,13 +226,12 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let path = crate::common::expand_pattern(&report, pid);
-    // A report of this run: an older file of a reused pid would have an earlier error time.
-    match std::fs::read(&path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .filter(|r| r["reporting_call"]["time_ns"].as_u64() >= Some(started_ns))
-    {
+    let found = written_report(&report, pid, started_ns);
+    let path = found.as_ref().map_or_else(
+        || crate::common::expand_pattern(&report, pid),
+        |(p, _)| p.display().to_string(),
+    );
+    match found.map(|(_, r)| r) {
         Some(r) => {
             let kernel = r["culprit"]["op"]["kernel"].as_str().unwrap_or("?");
             let confidence = r["culprit"]["confidence"].as_str().unwrap_or("?");
@@ -243,6 +270,30 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The report the demo program (pid `pid`, started at `started_ns`) wrote for `pattern`, and its
+/// path: where the library puts it (`pattern::file_path`: inside a folder pattern, as
+/// `cudablame-%h-%p.json`) under the first free name (`pattern::numbered`: a report never
+/// replaces a file, so an earlier run's report at the same path sends it to `NAME.1.json`). A
+/// file counts only when it is this run's: its pid, and an error time after the start (a reused
+/// pid's older report has an earlier one).
+fn written_report(
+    pattern: &str,
+    pid: u32,
+    started_ns: u64,
+) -> Option<(PathBuf, serde_json::Value)> {
+    use cudablame_report::pattern::{file_path, numbered, MAX_NUMBERED};
+    let expanded = crate::common::expand_pattern(pattern, pid);
+    let in_folder = crate::common::expand_pattern(crate::run::DEFAULT_REPORT, pid);
+    let target = file_path(&expanded, &in_folder);
+    (0..=MAX_NUMBERED).find_map(|n| {
+        let path = numbered(&target, n);
+        let r = serde_json::from_slice::<serde_json::Value>(&std::fs::read(&path).ok()?).ok()?;
+        (r["process"]["pid"].as_u64() == Some(u64::from(pid))
+            && r["reporting_call"]["time_ns"].as_u64() >= Some(started_ns))
+        .then_some((path, r))
+    })
 }
 
 /// Whether a file can be created in `dir` (a probe file, removed at once).

@@ -83,6 +83,44 @@ pub fn not_a_file(path: &str) -> Option<String> {
     })
 }
 
+/// Where a report whose expanded path is `path` lands: inside it, as `in_folder` (expanded by the
+/// caller), when `path` ends in `/` or is a real folder (a symlink planted there is not
+/// followed), else `path` itself. The library writes there (`report::sink::write_file`) and the
+/// command looks there (`demo`).
+pub fn file_path(path: &str, in_folder: &str) -> std::path::PathBuf {
+    let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+    if path.ends_with('/') || is_dir {
+        std::path::Path::new(path).join(in_folder)
+    } else {
+        std::path::PathBuf::from(path)
+    }
+}
+
+/// The `n`th name a report takes when `target` exists already (a report never replaces a
+/// file): `target` itself for 0, else `STEM.n.EXT` beside it (`r.json`, `r.1.json`, ...).
+/// Names past [`MAX_NUMBERED`] are not tried.
+pub fn numbered(target: &std::path::Path, n: usize) -> std::path::PathBuf {
+    if n == 0 {
+        return target.to_path_buf();
+    }
+    let stem = target
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = target
+        .extension()
+        .map(|s| format!(".{}", s.to_string_lossy()))
+        .unwrap_or_default();
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    dir.join(format!("{stem}.{n}{ext}"))
+}
+
+/// The last [`numbered`] name tried (`STEM.99.EXT`: 100 names in all).
+pub const MAX_NUMBERED: usize = 99;
+
 /// What is wrong with the escapes of `pattern`, in words for a warning; `None` when nothing is.
 pub fn escape_problem(pattern: &str) -> Option<String> {
     pieces(pattern).find_map(|piece| match piece {
@@ -139,6 +177,25 @@ pub fn os_reason(e: &std::io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_lands_in_a_folder_pattern_under_the_first_free_name() {
+        use std::path::{Path, PathBuf};
+        let t = Path::new("/r/cb.json");
+        assert_eq!(numbered(t, 0), PathBuf::from("/r/cb.json"));
+        assert_eq!(numbered(t, 1), PathBuf::from("/r/cb.1.json"));
+        assert_eq!(numbered(t, MAX_NUMBERED), PathBuf::from("/r/cb.99.json"));
+        assert_eq!(
+            numbered(Path::new("cb.json"), 2),
+            PathBuf::from("./cb.2.json")
+        );
+        assert_eq!(
+            file_path("reports/", "cb-1.json"),
+            PathBuf::from("reports/cb-1.json")
+        );
+        assert_eq!(file_path("/", "cb-1.json"), PathBuf::from("/cb-1.json"));
+        assert_eq!(file_path("r.json", "cb-1.json"), PathBuf::from("r.json"));
+    }
 
     #[test]
     fn rank_is_the_first_numeric_variable() {
