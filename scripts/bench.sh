@@ -492,8 +492,10 @@ if wants train; then
     TABLE_MED=()
     table train_configs "$TRAIN_REPS" "${size}_step_ms" ms \
       "training step ($size): ms per step (median of $STEPS steps per run), $TRAIN_REPS rounds"
-    share=$(for ((r = 0; r < TRAIN_REPS; r++)); do value "${size}_gpu_share" "${OUT_OF[0,$r]-}"; done |
-      sort -g | awk '{a[NR] = $1} END { if (NR) print a[int((NR + 1) / 2)] }')
+    read -r share _ < <(for ((r = 0; r < TRAIN_REPS; r++)); do
+      value "${size}_gpu_share" "${OUT_OF[0,$r]-}"
+    done | order_stats)
+    [[ $share == "?" ]] && share=""
     if [[ $size == graph ]]; then
       lim=1 what="CUDA-graph replays (the gpt step captured whole)"
     elif [[ -z $share ]]; then

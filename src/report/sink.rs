@@ -64,8 +64,8 @@ pub(crate) fn write_file(
     rank: u32,
     fill: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
 ) -> Option<String> {
-    let mut path = expand(pattern, pid, host, rank);
-    if let Some(problem) = cudablame_report::pattern::not_a_file(&path) {
+    let expanded = expand(pattern, pid, host, rank);
+    if let Some(problem) = cudablame_report::pattern::not_a_file(&expanded) {
         crate::safety::say(&format!(
             "cudablame: cannot write the {what}: {} (set {var})",
             crate::safety::shorten(&problem, 200)
@@ -73,9 +73,10 @@ pub(crate) fn write_file(
         return None;
     }
     // A real directory only: a symlink planted at the path is never followed, not even to one.
-    path = cudablame_report::pattern::file_path(&path, &expand(in_directory, pid, host, rank))
-        .display()
-        .to_string();
+    let path =
+        cudablame_report::pattern::file_path(&expanded, &expand(in_directory, pid, host, rank))
+            .display()
+            .to_string();
     match write_new(&path, fill) {
         Ok(p) => Some(p),
         Err(e) => {

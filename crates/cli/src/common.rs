@@ -8,6 +8,18 @@ pub fn expand_pattern(pattern: &str, pid: u32) -> String {
     expand(pattern, pid, &host_name(), rank_from_env())
 }
 
+/// What is wrong with a report or trace pattern given as an option (`--report`, `--trace`), as
+/// the library would read it: empty, or `pattern::problem` (an on/off word, an unknown `%`
+/// escape). `run` and `demo` refuse such an option rather than let the library warn about a
+/// variable the user never set and write its own default.
+pub fn given_pattern_problem(pattern: &str) -> Option<String> {
+    if pattern.trim().is_empty() {
+        Some("is empty".to_string())
+    } else {
+        cudablame_report::pattern::problem(pattern.trim())
+    }
+}
+
 /// The directory a report or trace pattern writes into (for this process's pid: `run` execs the
 /// program, which keeps it): the pattern itself when it ends in `/`, else its parent. `None` for
 /// the working directory.

@@ -121,16 +121,11 @@ pub fn demo(args: DemoArgs) -> ExitCode {
     // user never set and writes its own default, where the demo does not look): a bad
     // `--report` is refused, as `run --report` refuses it; a bad variable is said once and the
     // demo's default taken, as the library would.
-    if let Some(p) = &args.report {
-        let bad = if p.trim().is_empty() {
-            Some("is empty".to_string())
-        } else {
-            cudablame_report::pattern::problem(p.trim())
-        };
-        if let Some(e) = bad {
-            eprintln!("cudablame demo: --report {p:?}: {e}; give a path pattern, or --report off");
-            return ExitCode::from(2);
-        }
+    if let Some((p, e)) = (args.report.as_deref())
+        .and_then(|p| crate::common::given_pattern_problem(p).map(|e| (p, e)))
+    {
+        eprintln!("cudablame demo: --report {p:?}: {e}; give a path pattern, or --report off");
+        return ExitCode::from(2);
     }
     let from_env = from_env.filter(|v| match cudablame_report::pattern::problem(v.trim()) {
         Some(e) if args.report.is_none() => {

@@ -134,12 +134,7 @@ fn settle(
     if let Some(p) = given {
         // The pattern itself first, as the library would read it (else the library warned
         // about a variable the user never set, and took its default).
-        let bad_pattern = if p.trim().is_empty() {
-            Some("is empty".to_string())
-        } else {
-            cudablame_report::pattern::problem(p.trim())
-        };
-        if let Some(e) = bad_pattern.or_else(|| {
+        if let Some(e) = crate::common::given_pattern_problem(p).or_else(|| {
             (!no_path(p))
                 .then(|| check_report_folder(p).err())
                 .flatten()
