@@ -52,19 +52,21 @@ pub(crate) struct Config {
     /// frames not counted.
     pub(crate) stack_depth: usize,
     /// `CUDABLAME_STACK_BYTES`: bytes of the launching thread's stack copied per launch, from
-    /// the driver entry point's frame upwards, 4096..=65536 (default 8192; below 4096 the entry
-    /// point's own frame, the hook inlined into it, can fill the copy). Frames beyond the
+    /// the driver entry point's frame upwards, 1024..=65536 (default 8192). The entry point's
+    /// own frame is about 220 bytes of it (`interpose::hook` is out of line). Frames beyond the
     /// copy are not shown.
     pub(crate) stack_bytes: usize,
     /// The same in a process whose launches carry Python frames (a supported CPython with
     /// `CUDABLAME_PYTHON` on), for every launch of it (also from threads that run no Python code,
-    /// such as PyTorch's autograd engine): `CUDABLAME_STACK_BYTES` when set, else 4096. There the Python frames
-    /// name the launching line, and 4 KiB hold the native frames that name the library's op: on
-    /// the H200 a PyTorch `nll_loss` assert's culprit kept 12 frames at 4096 (libcudart,
+    /// such as PyTorch's autograd engine): `CUDABLAME_STACK_BYTES` when set, else 3072. There the
+    /// Python frames name the launching line, and the native frames needed are those that name
+    /// the library's op: on the H200 a PyTorch `nll_loss` assert's culprit kept 12 frames with
+    /// 4096 bytes while the entry point's frame took 1,032 of them (libcudart,
     /// `cudaLaunchKernel`, the ATen CUDA kernel's launcher and its `wrapper_CUDA_...`, the
-    /// dispatcher and autograd frames down to `at::native::nll_loss_symint`) against 16 (the
-    /// `CUDABLAME_STACK_DEPTH` limit) at 8192, four more dispatcher frames. Half the bytes is
-    /// half the copy, the launching thread's largest cost in a PyTorch step (issue 21).
+    /// dispatcher and autograd frames down to `at::native::nll_loss_symint`), 16 (the
+    /// `CUDABLAME_STACK_DEPTH` limit) at 8192. 3072 bytes after a 220-byte entry frame hold
+    /// about as many of the program's bytes as 4096 did after 1,032, in 48 cache lines instead
+    /// of 64: the copy's lines are the largest part of what the hook writes per launch (issue 21).
     pub(crate) python_stack_bytes: usize,
     /// `CUDABLAME_RING`: ops kept per stream, 16..=65536 (default 256).
     pub(crate) ring: usize,
@@ -109,7 +111,7 @@ impl Default for Config {
             stack: StackMode::Native,
             stack_depth: 16,
             stack_bytes: 8192,
-            python_stack_bytes: 4096,
+            python_stack_bytes: 3072,
             ring: 256,
             text: true,
             debug: false,
@@ -169,6 +171,7 @@ fn read() -> &'static Config {
 }
 
 /// Whether progress markers are in use: configured on, and the driver has not refused one.
+#[inline]
 pub(crate) fn markers_enabled() -> bool {
     get().markers != MarkerMode::Off && !MARKERS_FAILED.load(Ordering::Relaxed)
 }
@@ -374,7 +377,7 @@ impl Config {
         }
         if let Some(v) = get("CUDABLAME_STACK_BYTES") {
             // One value for both sizes; a bad one keeps both defaults.
-            match number_in("CUDABLAME_STACK_BYTES", &v, 4096, 65536) {
+            match number_in("CUDABLAME_STACK_BYTES", &v, 1024, 65536) {
                 Ok(n) => (c.stack_bytes, c.python_stack_bytes) = (n, n),
                 Err(bad) => w.push(format!(
                     "{bad}; using {} ({} in a CPython process)",

@@ -282,11 +282,20 @@ impl<T> ForkSafeOnce<T> {
     }
 
     /// The value, computing it if missing: by this thread if no other is computing it, else
-    /// waiting for that one (see the type's documentation for when it does not wait).
+    /// waiting for that one (see the type's documentation for when it does not wait). Once
+    /// published, one load inlined into the caller (several hot-path tables are read so).
+    #[inline(always)]
     pub(crate) fn get_or_init(&self, f: impl FnOnce() -> T) -> &T {
-        if let Some(v) = self.get() {
-            return v;
+        match self.get() {
+            Some(v) => v,
+            None => self.build(f),
         }
+    }
+
+    /// [`get_or_init`](Self::get_or_init) before the value is published.
+    #[cold]
+    #[inline(never)]
+    fn build(&self, f: impl FnOnce() -> T) -> &T {
         let me = process_and_thread();
         let started = std::time::Instant::now();
         let mut spins = 0u32;

@@ -23,6 +23,8 @@ LOOP:
 With BENCH_POLLUTE_KB=K (LOOP c only) the C loop writes K KiB of other memory between two
 launches, untimed: the hook then meets caches evicted as by a framework's work between launches
 (2048 doubles or triples every CUDABLAME_STATS phase, as on the GPU machine in a PyTorch step).
+BENCH_POLLUTE_CODE=1 (LOOP c only) also runs 64 KiB of other code between two launches, so that
+the instruction cache is evicted too (under cachegrind: the hook's code lines per launch).
 Prints launch_ns=<mean ns per launch>, best_batch_ns=<ns per launch in the fastest batch of 1000>
 and frames=<Python frames at the launch>.
 """

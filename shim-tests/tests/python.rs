@@ -297,19 +297,21 @@ fn copied_bytes(r: &Run) -> u64 {
     number_after(r.stats_line(), " for ")
 }
 
-/// Where launches carry Python frames the native stack copy is 4 KiB by default (the Python
+/// Where launches carry Python frames the native stack copy is 3 KiB by default (the Python
 /// frames name the launching line; `config::Config::python_stack_bytes`), and the culprit's
 /// native stack still starts at the launch: the fake driver's `cuLaunchKernel` called through
 /// ctypes (libffi). `CUDABLAME_STACK_BYTES` sets both sizes; with `CUDABLAME_PYTHON=off` the
 /// native stack is all there is, and the copy keeps the 8 KiB default.
 #[test]
-fn python_launches_copy_4_kib_of_native_stack_unless_configured() {
+fn python_launches_copy_3_kib_of_native_stack_unless_configured() {
     let py = python3();
     for (env, bytes) in [
-        (vec![], 4096),
+        (vec![], 3072),
         (vec![("CUDABLAME_STACK_BYTES", "12288")], 12288),
+        // The smallest size taken.
+        (vec![("CUDABLAME_STACK_BYTES", "1024")], 1024),
         // A bad value keeps both defaults (before, the C default was used for both).
-        (vec![("CUDABLAME_STACK_BYTES", "3")], 4096),
+        (vec![("CUDABLAME_STACK_BYTES", "3")], 3072),
         (vec![("CUDABLAME_PYTHON", "off")], 8192),
     ] {
         let mut env = env.clone();
@@ -323,8 +325,8 @@ fn python_launches_copy_4_kib_of_native_stack_unless_configured() {
             assert_eq!(
                 warned,
                 vec![
-                    "cudablame: CUDABLAME_STACK_BYTES=\"3\" is not a number in 4096..=65536; using 8192 \
-                     (4096 in a CPython process)"
+                    "cudablame: CUDABLAME_STACK_BYTES=\"3\" is not a number in 1024..=65536; using 8192 \
+                     (3072 in a CPython process)"
                 ],
                 "{}",
                 r.stderr

@@ -44,7 +44,12 @@ thread_local! {
 
 /// Runs one hooked call: describe it, record around the real call, observe its result.
 /// `describe` reads only the call's arguments (so it is `Copy`, and calling it twice is cheap).
-#[inline]
+///
+/// Out of line (one instance per entry point all the same): the exported wrapper that calls it
+/// keeps a frame of about 100 bytes, where the stack copy starts (`entry`). Inlined into the
+/// wrapper, the hook's locals made that frame 984 bytes, copied with every launch and never
+/// worth a frame in a report.
+#[inline(never)]
 pub(crate) fn hook(
     ep: EntryPoint,
     entry: &crate::stack::EntryRegs,

@@ -370,11 +370,16 @@ impl Timeline {
 
     /// Ends the op (the time since the last lap is [`Phase::Rest`]) and counts it with the stack
     /// bytes it copied, its Python frames and whether it got a progress marker.
-    #[inline]
-    pub(crate) fn finish(mut self, stack_bytes: usize, python_frames: usize, marked: bool) {
-        if self.last == 0 {
-            return;
+    #[inline(always)]
+    pub(crate) fn finish(self, stack_bytes: usize, python_frames: usize, marked: bool) {
+        if self.last != 0 {
+            self.count(stack_bytes, python_frames, marked);
         }
+    }
+
+    /// [`finish`](Self::finish) when measuring (out of line: not the hot path's code).
+    #[inline(never)]
+    fn count(mut self, stack_bytes: usize, python_frames: usize, marked: bool) {
         self.read(Phase::Rest);
         print_at_exit_once();
         let steady = super::ever_paused();

@@ -134,7 +134,7 @@ pub(super) fn mark_if_due(
 
 /// What a recorded op's stack copy is taken from under the configured `CUDABLAME_STACK` mode:
 /// the entry point's registers and the bytes to copy, `CUDABLAME_STACK_BYTES` (by default 8192,
-/// 4096 in a CPython process whose Python frames are captured: `config::Config::python_stack_bytes`); none when off.
+/// 3072 in a CPython process whose Python frames are captured: `config::Config::python_stack_bytes`); none when off.
 pub(super) fn stack_copy<'a>(
     cfg: &config::Config,
     entry: &'a EntryRegs,

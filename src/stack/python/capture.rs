@@ -248,7 +248,7 @@ impl Runtime {
                     }
                 };
                 let fp = self.fingerprint(code);
-                let slot = &mut recent[(code >> 4) % RECENT];
+                let slot = &mut recent[recent_slot(code)];
                 let (entry, flags) = if slot.code == code && slot.fingerprint == fp {
                     (slot.entry, slot.flags)
                 } else {

@@ -168,3 +168,21 @@ fn each_recent_code_slot_is_one_cache_line() {
     assert_eq!(std::mem::size_of::<RecentSlot>(), 64);
     assert_eq!(std::mem::align_of::<RecentSlot>(), 64);
 }
+
+/// Code objects at the same offset of different allocator pools (addresses equal in their low
+/// 12 bits) get different recent-code slots: with the address's bits 4-11 as the slot, the 16
+/// below shared one, and two frames of one stack placed so evicted each other at every launch
+/// (on the simulated driver, one process-wide table probe per launch of `py_bench.py`).
+#[test]
+fn code_objects_at_one_pool_offset_spread_over_the_recent_slots() {
+    let base = 0x7f12_3456_7a50usize;
+    let mut slots: Vec<usize> = (0..16).map(|k| recent_slot(base + k * 4096)).collect();
+    slots.sort_unstable();
+    slots.dedup();
+    assert!(slots.len() >= 12, "{slots:?}");
+    // Neighbours in one pool spread too.
+    let mut near: Vec<usize> = (0..16).map(|k| recent_slot(base + k * 16)).collect();
+    near.sort_unstable();
+    near.dedup();
+    assert!(near.len() >= 12, "{near:?}");
+}
