@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
 static DISABLED: AtomicBool = AtomicBool::new(false);
 /// The panic hook: 0 not installed, 1 being installed (by one thread; the others do not wait),
 /// 2 installed. Not a `std::sync::Once`: see [`ForkSafeOnce`].
+#[link_section = "cudablame_hot"] // read by every hook: see lib.rs
 static HOOK: AtomicU8 = AtomicU8::new(0);
 
 pub(crate) mod lock;

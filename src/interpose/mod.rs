@@ -54,7 +54,7 @@ pub(crate) fn hook(
     ep: EntryPoint,
     entry: &crate::stack::EntryRegs,
     describe: impl FnOnce() -> Call + Copy,
-    call_real: impl FnOnce(usize) -> CUresult,
+    call_real: impl Fn(usize) -> CUresult,
 ) -> CUresult {
     let real = real_function(ep);
     if real == 0 {
@@ -71,15 +71,13 @@ pub(crate) fn hook(
     // (`Call::kept_while_paused`). (Telling them apart costs the paused path one `describe`, a
     // few stores.)
     if pause::paused() {
-        let call = crate::safety::guarded(describe);
-        if !call.is_some_and(|c| c.kept_while_paused()) {
-            return match call {
-                Some(Call::Enqueue(_)) => record::cost::paused_op(entered, real_call),
-                _ => {
-                    record::cost::break_gap(entered);
-                    real_call()
-                }
-            };
+        match while_paused(describe) {
+            Paused::Kept => {}
+            Paused::Op => return record::cost::paused_op(entered, real_call),
+            Paused::Other => {
+                record::cost::break_gap(entered);
+                return real_call();
+            }
         }
     }
     if !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false) {
@@ -103,7 +101,7 @@ pub(crate) fn hook(
     // A recorded op times itself (`record::cost::Timeline`); any other call is timed here.
     let (rc, unrecorded, time, teardown) = match call {
         Call::Enqueue(launch) => {
-            let (rc, unrecorded) = record::enqueue(ep, launch, entry, entered, real_call);
+            let (rc, unrecorded) = record::enqueue(ep, launch, entry, entered, &real_call);
             (rc, unrecorded, None, None)
         }
         _ => {
@@ -123,7 +121,7 @@ pub(crate) fn hook(
         None => {}
     }
     if rc != CUDA_SUCCESS {
-        crate::safety::guarded(|| detect::observe(ep, &call, rc, unrecorded));
+        failed(ep, &call, rc, unrecorded);
     }
     // A context the call ended (`cuCtxDestroy`, a primary-context reset or last release, which
     // destroy it even when they return a sticky error) is forgotten only now: the report of
@@ -132,6 +130,36 @@ pub(crate) fn hook(
         crate::safety::guarded(|| teardown.apply());
     }
     rc
+}
+
+/// What a paused hook does with its call ([`hook`]).
+enum Paused {
+    /// Recorded all the same (`Call::kept_while_paused`).
+    Kept,
+    /// An op: the driver's call alone, timed as a paused op.
+    Op,
+    /// Anything else: the driver's call alone.
+    Other,
+}
+
+/// Which [`Paused`] case `describe`'s call is. Cold: only a benchmark pauses, and out of line
+/// the recording path's code stays dense (its cache lines are most of the hook's cost).
+#[cold]
+#[inline(never)]
+fn while_paused(describe: impl FnOnce() -> Call) -> Paused {
+    match crate::safety::guarded(describe) {
+        Some(c) if c.kept_while_paused() => Paused::Kept,
+        Some(Call::Enqueue(_)) => Paused::Op,
+        _ => Paused::Other,
+    }
+}
+
+/// A hooked call returned `rc`, not success: observe it (a sticky error is reported here).
+/// Out of line and cold, like [`while_paused`].
+#[cold]
+#[inline(never)]
+fn failed(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Option<record::OpRecord>) {
+    crate::safety::guarded(|| detect::observe(ep, call, rc, unrecorded));
 }
 
 /// The driver's function for `ep`: found in the driver library, else the next definition after

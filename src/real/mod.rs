@@ -91,8 +91,9 @@ pub(crate) unsafe fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_v
 /// What was found in the driver library: the real address of every hooked variant, and the
 /// driver calls cudablame makes on its own account (progress markers, names, capture checks).
 pub(crate) struct Driver {
-    /// `real[ep as usize]`: the address of the exported symbol named like `ep`, or 0.
-    pub(crate) real: Vec<usize>,
+    /// `real[ep as usize]`: the address of the exported symbol named like `ep`, or 0. Inline:
+    /// every hook reads its entry, one cache line, with no vector header before it.
+    pub(crate) real: [usize; EntryPoint::ALL.len()],
     /// `(address, entry point)` sorted by address: which wrapper stands for a resolved function.
     by_address: Vec<(usize, EntryPoint)>,
     pub(crate) get_proc_address: usize,
@@ -234,10 +235,10 @@ macro_rules! own_fn {
 
 impl Driver {
     fn from_handle(handle: *mut c_void) -> Driver {
-        let real: Vec<usize> = EntryPoint::ALL
-            .iter()
-            .map(|ep| sym(handle, ep.c_name()))
-            .collect();
+        let mut real = [0usize; EntryPoint::ALL.len()];
+        for (slot, ep) in real.iter_mut().zip(EntryPoint::ALL) {
+            *slot = sym(handle, ep.c_name());
+        }
         let mut by_address: Vec<(usize, EntryPoint)> = EntryPoint::ALL
             .iter()
             .zip(&real)

@@ -12,12 +12,16 @@ use std::sync::atomic::Ordering;
 /// succeeds. Returns the real result, and the op that was not enqueued when it failed (a launch
 /// error names that launch as the culprit). `entered`: the hook's entry ([`cost::start`]; 0
 /// when not measuring), from which the op's cost is timed.
+///
+/// One instance for every entry point (`real_call` is called through a reference, once): the
+/// launch path's code is the same cache lines whichever entry point an op comes in by, where a
+/// generic one had a 2.7 KiB copy per entry point.
 pub(crate) fn enqueue(
     ep: EntryPoint,
     launch: Launch,
     entry: &EntryRegs,
     entered: u64,
-    real_call: impl FnOnce() -> CUresult,
+    real_call: &dyn Fn() -> CUresult,
 ) -> (CUresult, Option<OpRecord>) {
     let Some(driver) = real::driver() else {
         return (real_call(), None);
@@ -35,35 +39,19 @@ pub(crate) fn enqueue(
     let returned = now_ns();
     if rc != CUDA_SUCCESS {
         drop(ring);
-        if unchecked {
-            // The context the launch failed in, for its report (cold).
-            let context = driver.current_context();
-            if context != op.context {
-                op.context = context;
-                op.device = driver.context_device(context);
-            }
-        }
-        // Cold: the launch failed by itself and will be reported with its live stack.
-        op.stack =
-            crate::safety::guarded(|| keep_live_stack(op.time_ns, entry)).unwrap_or_default();
-        return (rc, Some(op));
+        return (rc, Some(failed_launch(driver, op, unchecked, entry)));
     }
     if unchecked {
         // The default stream's context, checked now the launch read it (`lookup_unchecked`).
         let context = driver.current_context();
         if context != state.context {
             // Another context was made current since this thread's last op: the op belongs to
-            // that context's default stream. Recorded there after its call (like a blocking
-            // copy): an op another thread enqueued there meanwhile may get the lower sequence
-            // number, so markers still only prove ops that preceded them.
+            // that context's default stream (`moved_context`).
             drop(ring);
-            let moved = crate::safety::guarded(|| streams::lookup_in(driver, op.stream, context));
-            let Some(moved) = moved else {
+            let Some(moved) = moved_context(driver, &mut op, context) else {
                 return (rc, None);
             };
             state = moved;
-            op.context = state.context;
-            op.device = state.device;
             ring = state.ops.lock();
         }
         time.lap(cost::Phase::Lookup);
@@ -79,8 +67,7 @@ pub(crate) fn enqueue(
         }
         if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 && driver.is_capturing(state.id.handle()) {
             // The op went into a graph being captured: it did not run now.
-            op.stack = keep_live_stack(op.time_ns, entry);
-            graphs::captured(op);
+            captured(op, entry);
             return;
         }
         let copy = stack_copy(cfg, entry);
@@ -95,6 +82,54 @@ pub(crate) fn enqueue(
     drop(state);
     time.finish(copied, op.python.len(), marked);
     (rc, None)
+}
+
+/// The record of a launch the driver refused (`rc` not success), for its report: the context it
+/// failed in (where it was still to be checked: `unchecked`) and its live stack from `entry`.
+/// Cold and out of line: the successful launch's code stays dense (its cache lines are most of
+/// the hook's cost, issue 21).
+#[cold]
+#[inline(never)]
+fn failed_launch(
+    driver: &'static real::Driver,
+    mut op: OpRecord,
+    unchecked: bool,
+    entry: &EntryRegs,
+) -> OpRecord {
+    if unchecked {
+        let context = driver.current_context();
+        if context != op.context {
+            op.context = context;
+            op.device = driver.context_device(context);
+        }
+    }
+    op.stack = crate::safety::guarded(|| keep_live_stack(op.time_ns, entry)).unwrap_or_default();
+    op
+}
+
+/// The stream state of `op`'s default stream in `context`, the thread's current context after
+/// the launch where it was not the one of the thread's last op; `op` moves there. Recorded there
+/// after its call (like a blocking copy): an op another thread enqueued there meanwhile may get
+/// the lower sequence number, so markers still only prove ops that preceded them. Cold.
+#[cold]
+#[inline(never)]
+fn moved_context(
+    driver: &'static real::Driver,
+    op: &mut OpRecord,
+    context: usize,
+) -> Option<streams::StreamRef> {
+    let moved = crate::safety::guarded(|| streams::lookup_in(driver, op.stream, context))?;
+    op.context = moved.context;
+    op.device = moved.device;
+    Some(moved)
+}
+
+/// `op` went into a graph being captured (it did not run now): kept with its live stack for
+/// the graph's launches. Out of line: rare in a launch's path.
+#[inline(never)]
+fn captured(mut op: OpRecord, entry: &EntryRegs) {
+    op.stack = keep_live_stack(op.time_ns, entry);
+    graphs::captured(op);
 }
 
 /// Enqueues the progress marker of `op`, the newest op of `ring`, if the marker policy wants one

@@ -75,17 +75,34 @@ fn first_sight(handle: usize) -> bool {
             return false;
         }
         slot.set(handle);
-        s.all
-            .try_borrow_mut()
-            .map_or(true, |mut all| all.insert(handle))
+        new_to_set(s, handle)
     })
     .unwrap_or(true)
+}
+
+/// [`first_sight`] past the table of recent kernels: whether `handle` is new to this thread's
+/// set. Out of line (a step's few hundred kernels mostly hit the table).
+#[inline(never)]
+fn new_to_set(s: &Seen, handle: usize) -> bool {
+    s.all
+        .try_borrow_mut()
+        .map_or(true, |mut all| all.insert(handle))
 }
 
 /// Called for every kernel launch: names `handle` the first time this thread sees it.
 #[inline]
 pub(crate) fn note(driver: &Driver, handle: usize) {
-    if first_sight(handle) && !matches!(NAMES.get().read().get(&handle), Some(Some(_))) {
+    if first_sight(handle) {
+        first_seen(driver, handle);
+    }
+}
+
+/// [`note`] for a kernel this thread launches for the first time: asks the driver unless the
+/// handle is named already. Cold, out of line: the launch path's code stays dense.
+#[cold]
+#[inline(never)]
+fn first_seen(driver: &Driver, handle: usize) {
+    if !matches!(NAMES.get().read().get(&handle), Some(Some(_))) {
         if let Some(name) = driver.kernel_name(handle) {
             set(handle, name);
         }

@@ -165,6 +165,7 @@ impl Ring {
             if let Some(old) = self.ops.pop_front() {
                 // A synchronous op completed before it was recorded: never a candidate.
                 if !old.synchronous
+                    && old.seq > self.known_completed
                     && self.unproven(old.seq, completed)
                     && self.held_ops.len() < HELD_OPS
                 {
@@ -184,11 +185,7 @@ impl Ring {
         completed: &dyn Fn() -> u64,
     ) {
         if self.copies.len() < STACK_COPIES {
-            self.copies.push(StackCopy::new(bytes));
-            self.next_copy = self.copies.len() % STACK_COPIES;
-            if let Some(c) = self.copies.last_mut() {
-                c.fill(seq, regs);
-            }
+            self.first_copies(seq, regs, bytes);
             return;
         }
         let i = self.next_copy;
@@ -205,19 +202,39 @@ impl Ring {
             && crate::config::markers_enabled()
             && self.unproven(leaving, completed)
         {
-            if let Some(spare) = self.spare_copy(bytes) {
-                // The copy moves to the held list whole; the slot takes the spare buffer.
-                let held = std::mem::replace(&mut self.copies[i], spare);
-                super::cost::held_copy();
-                self.held_copies.push_back(held);
-            } else if self.held_stacks.len() < HELD_STACKS {
-                let depth = crate::config::get().stack_depth;
-                super::cost::held_unwind();
-                self.held_stacks
-                    .push_back((leaving, self.copies[i].unwind(depth)));
-            }
+            self.hold_copy(i, leaving, bytes);
         }
         self.copies[i].fill(seq, regs);
+    }
+
+    /// [`copy_stack`](Self::copy_stack) for one of the stream's first [`STACK_COPIES`] ops: a
+    /// new buffer (cold, out of line).
+    #[cold]
+    #[inline(never)]
+    fn first_copies(&mut self, seq: u64, regs: &EntryRegs, bytes: usize) {
+        self.copies.push(StackCopy::new(bytes));
+        self.next_copy = self.copies.len() % STACK_COPIES;
+        if let Some(c) = self.copies.last_mut() {
+            c.fill(seq, regs);
+        }
+    }
+
+    /// The copy in slot `i`, of op `leaving`, leaves the newest copies unproven: held (its
+    /// buffer moves to the held list, the slot takes a spare one), else unwound while the held
+    /// stacks' bound allows. Out of line: only while the GPU runs behind.
+    #[inline(never)]
+    fn hold_copy(&mut self, i: usize, leaving: u64, bytes: usize) {
+        if let Some(spare) = self.spare_copy(bytes) {
+            // The copy moves to the held list whole; the slot takes the spare buffer.
+            let held = std::mem::replace(&mut self.copies[i], spare);
+            super::cost::held_copy();
+            self.held_copies.push_back(held);
+        } else if self.held_stacks.len() < HELD_STACKS {
+            let depth = crate::config::get().stack_depth;
+            super::cost::held_unwind();
+            self.held_stacks
+                .push_back((leaving, self.copies[i].unwind(depth)));
+        }
     }
 
     /// The ops kept, oldest first: the held ones older than the ring, then the ring. Stacks are
