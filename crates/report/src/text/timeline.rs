@@ -87,7 +87,7 @@ pub(super) fn timeline(out: &mut String, r: &Report) {
     let op_w = longest.unwrap_or(0).min(room).max(12);
     let _ = writeln!(
         out,
-        "timeline (last {} of {} ops; CPU: launch time before the error, thread | GPU: state):",
+        "timeline (last {} of {} ops kept; CPU: launch time before the error, thread | GPU: state):",
         rows.iter().flatten().count(),
         ops.len()
     );
