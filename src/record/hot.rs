@@ -72,7 +72,7 @@ pub(crate) fn enqueue(
         }
         let copy = stack_copy(cfg, entry);
         copied = copy.map_or(0, |c| c.1);
-        op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
+        op.seq = ring.push(&op, cfg.ring, copy, &|| state.completed_now());
         state.issued.store(op.seq, Ordering::Release);
         time.lap(cost::Phase::Record);
         marked = mark_if_due(driver, cfg, &state, &mut ring, &op, returned, false);

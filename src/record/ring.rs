@@ -147,19 +147,18 @@ impl Ring {
     /// `completed`: the highest sequence number now proven complete.
     pub(crate) fn push(
         &mut self,
-        mut op: OpRecord,
+        op: &OpRecord,
         capacity: usize,
         copy: Option<(&EntryRegs, usize)>,
         completed: &dyn Fn() -> u64,
     ) -> u64 {
         self.last_seq += 1;
         let seq = self.last_seq;
-        op.seq = seq;
+        let copied = copy.is_some();
         if let Some((regs, bytes)) = copy {
             let copying = super::cost::phase_start();
             self.copy_stack(seq, regs, bytes, completed);
             super::cost::add(super::cost::Phase::Stack, copying);
-            op.stack = StackRef::Copied;
         }
         if self.ops.len() >= capacity {
             if let Some(old) = self.ops.pop_front() {
@@ -173,7 +172,13 @@ impl Ring {
                 }
             }
         }
-        self.ops.push_back(op);
+        self.ops.push_back(*op);
+        if let Some(kept) = self.ops.back_mut() {
+            kept.seq = seq;
+            if copied {
+                kept.stack = StackRef::Copied;
+            }
+        }
         seq
     }
 
@@ -282,11 +287,11 @@ mod tests {
         let completed = Cell::new(1u64);
         let done = || completed.get();
         for _ in 0..300 {
-            ring.push(op(), 16, None, &done);
+            ring.push(&op(), 16, None, &done);
         }
         completed.set(150);
         for _ in 0..5000 {
-            ring.push(op(), 16, None, &done);
+            ring.push(&op(), 16, None, &done);
         }
         let ops = ring.view_ops(16);
         let first_unproven = ops.iter().find(|o| o.seq > completed.get()).map(|o| o.seq);
@@ -302,7 +307,7 @@ mod tests {
         let mut ring = Ring::default();
         let done = || u64::MAX;
         for _ in 0..1000 {
-            ring.push(op(), 16, None, &done);
+            ring.push(&op(), 16, None, &done);
         }
         assert!(ring.held_ops.is_empty());
         assert_eq!(ring.view_ops(16).len(), 16);
@@ -319,7 +324,7 @@ mod tests {
         // 300 launches behind a blocked stream: the 268 that leave the newest 32 copies are
         // held as copies, none unwound.
         for _ in 0..300 {
-            ring.push(op(), 16, Some((&regs, 4096)), &done);
+            ring.push(&op(), 16, Some((&regs, 4096)), &done);
         }
         assert_eq!(ring.held_copies.len(), 300 - STACK_COPIES);
         assert!(ring.held_stacks.is_empty());
@@ -337,7 +342,7 @@ mod tests {
         completed.set(300);
         let extra = ring.extra_bytes();
         for _ in 0..300 {
-            ring.push(op(), 16, Some((&regs, 4096)), &done);
+            ring.push(&op(), 16, Some((&regs, 4096)), &done);
         }
         assert_eq!(ring.held_copies.len(), 300 - STACK_COPIES);
         assert_eq!(ring.held_copies.front().map(|c| c.seq), Some(301));
@@ -353,7 +358,7 @@ mod tests {
         let done = || 0u64;
         let n = STACK_COPIES + HELD_COPIES + 10;
         for _ in 0..n {
-            ring.push(op(), 16, Some((&regs, 4096)), &done);
+            ring.push(&op(), 16, Some((&regs, 4096)), &done);
         }
         assert_eq!(ring.held_copies.len(), HELD_COPIES);
         assert_eq!(ring.held_stacks.len(), 10);

@@ -21,7 +21,7 @@ fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &
     let cfg = config::get();
     let copy = stack_copy(cfg, entry).filter(|_| !complete);
     let mut ops = state.ops.lock();
-    op.seq = ops.push(op, cfg.ring, copy, &|| state.completed_now());
+    op.seq = ops.push(&op, cfg.ring, copy, &|| state.completed_now());
     state.issued.store(op.seq, Ordering::Release);
     if !complete {
         // A blocking copy that proves nothing: always due under the budget (`record::policy`).
