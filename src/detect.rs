@@ -38,6 +38,8 @@ pub(crate) static ERRORS_SEEN: AtomicU64 = AtomicU64::new(0);
 pub(crate) static STICKY_SEEN: AtomicU64 = AtomicU64::new(0);
 
 /// Looks at one hooked call's result. `unrecorded` is the op of an enqueueing call that failed.
+/// Cold (only calls that did not succeed come here): the hooks' recording code stays dense.
+#[cold]
 pub(crate) fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Option<OpRecord>) {
     if rc == CUDA_SUCCESS || rc == CUDA_ERROR_NOT_READY {
         return;
@@ -71,19 +73,17 @@ pub(crate) fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Opt
     let written = report::emit(ep, call, rc, failed_launch, REPORT_WAIT);
     // No report when it was built on a thread of its own that did not finish in time
     // (`report::emit`): the error strings then stay the driver's.
-    if let Some(written) =
-        written.filter(|_| trigger == STICKY && crate::config::get().error_string)
-    {
-        remember_error_string(rc, &written);
+    if let Some(note) = written.filter(|_| trigger == STICKY && crate::config::get().error_string) {
+        remember_error_string(rc, &note);
     }
 }
 
 /// Publishes the decorated error strings of the reported sticky error `rc` (see
-/// [`error_string`]), with the real texts of the driver's `cuGetErrorString` and of the runtime's
+/// [`error_string`]; `note`: the report's, `text::error_string_note`), with the real texts of the driver's `cuGetErrorString` and of the runtime's
 /// `cudaGetErrorString` that cudablame's export forwards to, where found.
-fn remember_error_string(rc: CUresult, written: &cudablame_report::model::Report) {
+#[inline(never)] // out of `observe`'s frame, which a small-stack thread's report path must fit
+fn remember_error_string(rc: CUresult, note: &str) {
     use std::ffi::{c_char, c_int, CStr};
-    let note = cudablame_report::text::error_string_note(written);
     let driver_text = crate::real::driver()
         .and_then(|d| d.own.get_error_string)
         .and_then(|f| {
@@ -115,10 +115,11 @@ fn remember_error_string(rc: CUresult, written: &cudablame_report::model::Report
             // SAFETY: NULL or a static NUL-terminated string of the runtime.
             (!s.is_null()).then(|| unsafe { CStr::from_ptr(s) })
         });
-    error_string::publish(rc, &note, driver_text, runtime_text);
+    error_string::publish(rc, note, driver_text, runtime_text);
 }
 
 /// The one stderr line for a launch that failed by itself (not sticky).
+#[inline(never)] // out of `observe`'s frame, like `remember_error_string`
 fn quiet_line(ep: EntryPoint, rc: CUresult, op: &OpRecord) {
     let driver = crate::real::driver();
     let (name, _) = match driver {

@@ -370,3 +370,33 @@ fn cuda_calls_on_small_stacks_are_handled_without_hurting_the_program() {
         }
     }
 }
+
+/// The sticky-error path fits a small stack: a 16 KiB thread that first uses 5,600 bytes of it
+/// makes the synchronize a sticky error comes back to (`programs/sync_small.c`; the program
+/// alone spares 8,300). The reporting thread takes only the live part of the report (its stack,
+/// its Python frames) before the report moves to a thread of its own (`report::emit`), so what
+/// it needs is the hook's frames down to there. Found by review (thirteenth session): with the
+/// hook out of line and the 3.5 KiB report returned into `detect::observe`'s frame, at most
+/// 4,781 bytes could be used first (5,132 before the session); `emit` now returns only the
+/// error strings' note, and 6,866 can.
+#[test]
+fn the_sticky_error_path_keeps_its_stack_headroom() {
+    let bin = compile_with("sync_small", "sync_small", &["-pthread", "-lcuda"]);
+    for shim in [false, true] {
+        let r = run(&bin, &["16", "5600"], shim, &[]);
+        assert_eq!(
+            (r.code, r.stdout.trim()),
+            (0, "create_rc=0\nthread_rc=700"),
+            "shim {shim}: {}",
+            r.stderr
+        );
+        if shim {
+            // The report was made all the same, naming the culprit.
+            assert!(
+                r.stderr.contains("culprit:  bad  (op #1, exact)"),
+                "{}",
+                r.stderr
+            );
+        }
+    }
+}

@@ -121,7 +121,10 @@ pub(crate) fn hook(
         None => {}
     }
     if rc != CUDA_SUCCESS {
-        failed(ep, &call, rc, unrecorded);
+        // `observe` is cold: this block is laid out away from the recording path's code. (Not a
+        // function of its own: its frame would come on top of the report path's, which a
+        // small-stack thread must fit, `robust.rs`.)
+        crate::safety::guarded(|| detect::observe(ep, &call, rc, unrecorded));
     }
     // A context the call ended (`cuCtxDestroy`, a primary-context reset or last release, which
     // destroy it even when they return a sticky error) is forgotten only now: the report of
@@ -152,14 +155,6 @@ fn while_paused(describe: impl FnOnce() -> Call) -> Paused {
         Some(Call::Enqueue(_)) => Paused::Op,
         _ => Paused::Other,
     }
-}
-
-/// A hooked call returned `rc`, not success: observe it (a sticky error is reported here).
-/// Out of line and cold, like [`while_paused`].
-#[cold]
-#[inline(never)]
-fn failed(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Option<record::OpRecord>) {
-    crate::safety::guarded(|| detect::observe(ep, call, rc, unrecorded));
 }
 
 /// The driver's function for `ep`: found in the driver library, else the next definition after

@@ -22,18 +22,23 @@ const RECENT_PER_STREAM: usize = 8;
 
 /// Builds and emits the report for an error returned by `ep`. `failed_launch` is set when the
 /// call was a launch that failed by itself (non-sticky): it is then the `exact` culprit.
+/// Returns the report's note for the decorated error strings (`text::error_string_note`), not
+/// the report: a `Report` is about 3.5 KiB, and its return slot in the caller's frame came on
+/// top of the stack the reporting thread needs before the report moves to a thread of its own
+/// (`robust.rs`, `the_sticky_error_path_keeps_its_stack_headroom`).
 pub(crate) fn emit(
     ep: EntryPoint,
     call: &Call,
     rc: CUresult,
     failed_launch: Option<OpRecord>,
     wait: std::time::Duration,
-) -> Option<Report> {
+) -> Option<String> {
     crate::config::test_panic(crate::config::PanicPoint::Report);
     let started = std::time::Instant::now();
     let live = Live::capture(ep, call);
     let call = *call;
-    let finish = move || finish(ep, &call, rc, failed_launch, live, started);
+    let finish =
+        move || text::error_string_note(&finish(ep, &call, rc, failed_launch, live, started));
     if crate::stack::unwind::has_room(REPORT_STACK_NEED) {
         return Some(finish());
     }
