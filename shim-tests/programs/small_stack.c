@@ -5,6 +5,9 @@
  *             thread's synchronize, so the report is made there;
  *   refused   a launch of `refused`, which the driver refuses by itself (701, not sticky);
  *   capture   a stream captured into a graph there (begin, a launch of `fill`, end);
+ *   sync      the main thread launches `bad`, the thread only synchronizes: the sticky error
+ *             comes back to it, so its stack holds only the report path (with SMALL_STACK_PAD,
+ *             that path's headroom);
  * or, on the main thread:
  *   altstack  a launch of `bad`, then the synchronize from a SIGUSR1 handler running on a KIB KiB
  *             alternate signal stack (sigaltstack: outside the thread's stack bounds).
@@ -30,16 +33,24 @@ static int thread_rc = -1;
 /* SMALL_STACK_PAD=N: the thread uses N bytes of its stack before its calls (headroom checks). */
 static size_t pad_bytes;
 
+/* plain: 4 KiB of the thread's stack used, in a frame of its own (not in `calls`, whose frame
+ * the CUDA modes' headroom includes). */
+__attribute__((noinline)) static int fill_buffer(void) {
+    volatile char buf[4096];
+    memset((char *)buf, 1, sizeof buf);
+    return buf[100] == 1 ? 0 : 1;
+}
+
 __attribute__((noinline)) static void *calls(void *arg) {
     CUresult rc = CUDA_SUCCESS;
     if (!strcmp(mode, "plain")) {
-        volatile char buf[4096];
-        memset((char *)buf, 1, sizeof buf);
-        thread_rc = buf[100] == 1 ? 0 : 1;
+        thread_rc = fill_buffer();
         return arg;
     }
     rc = cuCtxSetCurrent(ctx);
-    if (!strcmp(mode, "capture")) {
+    if (!strcmp(mode, "sync")) {
+        if (!rc) rc = cuCtxSynchronize();
+    } else if (!strcmp(mode, "capture")) {
         CUstream s;
         CUgraph g;
         if (!rc) rc = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
@@ -101,6 +112,10 @@ int main(int argc, char **argv) {
         raise(SIGUSR1);
         printf("create_rc=0\nthread_rc=%d\n", thread_rc);
         return 0;
+    }
+    if (!strcmp(mode, "sync") && cuLaunchKernel(bad, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL)) {
+        printf("setup_failed=3\n");
+        return 3;
     }
     pthread_attr_t attr;
     pthread_attr_init(&attr);

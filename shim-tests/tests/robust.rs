@@ -347,7 +347,7 @@ fn cuda_calls_on_small_stacks_are_handled_without_hurting_the_program() {
         assert_eq!(with.culprit()["kernel"], "bad", "{mode}");
         if mode == "fault" {
             // Headroom: the 16 KiB thread first uses 512 bytes more of its stack (the program
-            // alone can spare 2 KiB). Before: the hook's frames, and a 4 KiB temporary of the
+            // alone can spare about 8 KiB; 2 KiB while `calls` held plain mode's buffer). Before: the hook's frames, and a 4 KiB temporary of the
             // thread's first launch (`record::names`), left less than 512 bytes; a 112-byte
             // larger hook frame then crashed the plain case (SIGSEGV in the first malloc).
             let pad = [("SMALL_STACK_PAD", "512")];
@@ -372,18 +372,19 @@ fn cuda_calls_on_small_stacks_are_handled_without_hurting_the_program() {
 }
 
 /// The sticky-error path fits a small stack: a 16 KiB thread that first uses 5,600 bytes of it
-/// makes the synchronize a sticky error comes back to (`programs/sync_small.c`; the program
-/// alone spares 8,300). The reporting thread takes only the live part of the report (its stack,
-/// its Python frames) before the report moves to a thread of its own (`report::emit`), so what
-/// it needs is the hook's frames down to there. Found by review (thirteenth session): with the
-/// hook out of line and the 3.5 KiB report returned into `detect::observe`'s frame, at most
-/// 4,781 bytes could be used first (5,132 before the session); `emit` now returns only the
-/// error strings' note, and 6,866 can.
+/// makes the synchronize a sticky error comes back to (`small_stack 16 sync`, the launch made by
+/// the main thread; the program alone spares 8,300). The reporting thread takes only the live
+/// part of the report (its stack, its Python frames) before the report moves to a thread of its
+/// own (`report::emit`), so what it needs is the hook's frames down to there. Found by review
+/// (thirteenth session): with the hook out of line and the 3.5 KiB report returned into
+/// `detect::observe`'s frame, at most 4,781 bytes could be used first (5,132 before the
+/// session); `emit` now returns only the error strings' note, and 6,866 can.
 #[test]
 fn the_sticky_error_path_keeps_its_stack_headroom() {
-    let bin = compile_with("sync_small", "sync_small", &["-pthread", "-lcuda"]);
+    let bin = compile_with("small_stack", "small_stack", &["-pthread", "-lcuda"]);
+    let pad = [("SMALL_STACK_PAD", "5600")];
     for shim in [false, true] {
-        let r = run(&bin, &["16", "5600"], shim, &[]);
+        let r = run(&bin, &["16", "sync"], shim, &pad);
         assert_eq!(
             (r.code, r.stdout.trim()),
             (0, "create_rc=0\nthread_rc=700"),
