@@ -373,12 +373,12 @@ fn cuda_calls_on_small_stacks_are_handled_without_hurting_the_program() {
 
 /// The sticky-error path fits a small stack: a 16 KiB thread that first uses 5,600 bytes of it
 /// makes the synchronize a sticky error comes back to (`small_stack 16 sync`, the launch made by
-/// the main thread; the program alone spares 8,300). The reporting thread takes only the live
+/// the main thread; the program alone spares 8,296). The reporting thread takes only the live
 /// part of the report (its stack, its Python frames) before the report moves to a thread of its
 /// own (`report::emit`), so what it needs is the hook's frames down to there. Found by review
 /// (thirteenth session): with the hook out of line and the 3.5 KiB report returned into
-/// `detect::observe`'s frame, at most 4,781 bytes could be used first (5,132 before the
-/// session); `emit` now returns only the error strings' note, and 6,866 can.
+/// `detect::observe`'s frame, at most 4,757 bytes could be used first (5,109 before the
+/// session); `emit` now returns only the error strings' note, and 6,819 can.
 #[test]
 fn the_sticky_error_path_keeps_its_stack_headroom() {
     let bin = compile_with("small_stack", "small_stack", &["-pthread", "-lcuda"]);
