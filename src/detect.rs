@@ -79,8 +79,9 @@ pub(crate) fn observe(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Opt
 }
 
 /// Publishes the decorated error strings of the reported sticky error `rc` (see
-/// [`error_string`]; `note`: the report's, `text::error_string_note`), with the real texts of the driver's `cuGetErrorString` and of the runtime's
-/// `cudaGetErrorString` that cudablame's export forwards to, where found.
+/// [`error_string`]; `note`: the report's, `text::error_string_note`), with the real texts of
+/// the driver's `cuGetErrorString` and of the runtime's `cudaGetErrorString` that cudablame's
+/// export forwards to, where found.
 #[inline(never)] // out of `observe`'s frame, which a small-stack thread's report path must fit
 fn remember_error_string(rc: CUresult, note: &str) {
     use std::ffi::{c_char, c_int, CStr};

@@ -347,9 +347,10 @@ fn cuda_calls_on_small_stacks_are_handled_without_hurting_the_program() {
         assert_eq!(with.culprit()["kernel"], "bad", "{mode}");
         if mode == "fault" {
             // Headroom: the 16 KiB thread first uses 512 bytes more of its stack (the program
-            // alone can spare about 8 KiB; 2 KiB while `calls` held plain mode's buffer). Before: the hook's frames, and a 4 KiB temporary of the
-            // thread's first launch (`record::names`), left less than 512 bytes; a 112-byte
-            // larger hook frame then crashed the plain case (SIGSEGV in the first malloc).
+            // alone can spare about 8 KiB; 2 KiB while `calls` held plain mode's buffer).
+            // Before: the hook's frames, and a 4 KiB temporary of the thread's first launch
+            // (`record::names`), left less than 512 bytes; a 112-byte larger hook frame then
+            // crashed the plain case (SIGSEGV in the first malloc).
             let pad = [("SMALL_STACK_PAD", "512")];
             for shim in [false, true] {
                 let r = run(&bin, &[kib, mode], shim, &pad);

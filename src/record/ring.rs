@@ -95,11 +95,16 @@ impl Ring {
     }
 
     /// Whether op `seq` is not proven complete; reads the marker (`completed`) only when what
-    /// is known does not settle it, and forgets held ops that are proven by now.
+    /// is known does not settle it, and forgets held ops that are proven by now. Inline: what
+    /// is known settles most calls (every launch asks about the op and copy it displaces).
+    #[inline]
     fn unproven(&mut self, seq: u64, completed: &dyn Fn() -> u64) -> bool {
-        if seq <= self.known_completed {
-            return false;
-        }
+        seq > self.known_completed && self.unproven_now(seq, completed)
+    }
+
+    /// [`unproven`](Self::unproven) when what is known does not settle it: reads the marker.
+    #[inline(never)]
+    fn unproven_now(&mut self, seq: u64, completed: &dyn Fn() -> u64) -> bool {
         let known = self.known_completed.max(completed());
         self.known_completed = known;
         while self.held_ops.front().is_some_and(|o| o.seq <= known) {
@@ -164,7 +169,6 @@ impl Ring {
             if let Some(old) = self.ops.pop_front() {
                 // A synchronous op completed before it was recorded: never a candidate.
                 if !old.synchronous
-                    && old.seq > self.known_completed
                     && self.unproven(old.seq, completed)
                     && self.held_ops.len() < HELD_OPS
                 {
@@ -202,11 +206,7 @@ impl Ring {
         // PyTorch; it made a GPU-bound training step 38% slower with markers off than without
         // cudablame). Then no stack is held: the verdict can only be a suspect among all ops
         // since the last synchronization, and the newest ops keep their copies.
-        // (The first test is `unproven`'s own, inlined: most leaving copies are known proven.)
-        if leaving > self.known_completed
-            && crate::config::markers_enabled()
-            && self.unproven(leaving, completed)
-        {
+        if leaving != 0 && crate::config::markers_enabled() && self.unproven(leaving, completed) {
             self.hold_copy(i, leaving, bytes);
         }
         self.copies[i].fill(seq, regs);
