@@ -43,18 +43,33 @@ thread_local! {
 }
 
 /// Runs one hooked call: describe it, record around the real call, observe its result.
-/// `describe` reads only the call's arguments (so it is `Copy`, and calling it twice is cheap).
+/// `describe` reads only the call's arguments (so calling it twice is cheap).
 ///
-/// Out of line (one instance per entry point all the same): the exported wrapper that calls it
-/// keeps a frame of about 100 bytes, where the stack copy starts (`entry`). Inlined into the
-/// wrapper, the hook's locals made that frame 984 bytes, copied with every launch and never
-/// worth a frame in a report.
-#[inline(never)]
+/// Inlined into each exported wrapper, which keeps only the two closures; the work is one
+/// function for every entry point ([`run`]).
+#[inline(always)]
 pub(crate) fn hook(
     ep: EntryPoint,
     entry: &crate::stack::EntryRegs,
-    describe: impl FnOnce() -> Call + Copy,
+    describe: impl Fn() -> Call,
     call_real: impl Fn(usize) -> CUresult,
+) -> CUresult {
+    run(ep, entry, &describe, &call_real)
+}
+
+/// [`hook`]'s work, one instance for all entry points (the closures called through
+/// references): a program that launches, copies, records events and waits on them runs the
+/// same code lines for each, where one instance per entry point (2.4-3 KiB each) made every
+/// distinct entry point of a step its own footprint in the instruction cache. Out of line: the
+/// exported wrapper that calls it keeps a frame of about 100 bytes, where the stack copy starts
+/// (`entry`). Inlined into the wrapper, the hook's locals made that frame 984 bytes, copied with
+/// every launch and never worth a frame in a report.
+#[inline(never)]
+fn run(
+    ep: EntryPoint,
+    entry: &crate::stack::EntryRegs,
+    describe: &dyn Fn() -> Call,
+    call_real: &dyn Fn(usize) -> CUresult,
 ) -> CUresult {
     let real = real_function(ep);
     if real == 0 {
@@ -149,7 +164,7 @@ enum Paused {
 /// the recording path's code stays dense (its cache lines are most of the hook's cost).
 #[cold]
 #[inline(never)]
-fn while_paused(describe: impl FnOnce() -> Call) -> Paused {
+fn while_paused(describe: &dyn Fn() -> Call) -> Paused {
     match crate::safety::guarded(describe) {
         Some(c) if c.kept_while_paused() => Paused::Kept,
         Some(Call::Enqueue(_)) => Paused::Op,
