@@ -27,10 +27,16 @@ pub(crate) fn enqueue(
         return (real_call(), None);
     };
     let mut time = cost::Timeline::from(entered);
-    let prepared = crate::safety::guarded(|| prepare(driver, ep, launch, false, &mut time));
-    let Some((mut state, mut op, unchecked)) = prepared else {
+    // Built in place by `prepare`, then pushed by reference: the op's 144 bytes are written once
+    // here and once into the ring.
+    let mut op = std::mem::MaybeUninit::<OpRecord>::uninit();
+    let prepared =
+        crate::safety::guarded(|| prepare(driver, ep, &launch, false, &mut time, &mut op));
+    let Some((mut state, unchecked)) = prepared else {
         return (real_call(), None);
     };
+    // SAFETY: `prepare` returned, so it wrote the op.
+    let op = unsafe { op.assume_init_mut() };
     let mut ring = state.ops.lock();
     time.lap_before_real(cost::Phase::Lock);
     let rc = real_call();
@@ -39,7 +45,7 @@ pub(crate) fn enqueue(
     let returned = now_ns();
     if rc != CUDA_SUCCESS {
         drop(ring);
-        return (rc, Some(failed_launch(driver, op, unchecked, entry)));
+        return (rc, Some(failed_launch(driver, *op, unchecked, entry)));
     }
     if unchecked {
         // The default stream's context, checked now the launch read it (`lookup_unchecked`).
@@ -48,7 +54,7 @@ pub(crate) fn enqueue(
             // Another context was made current since this thread's last op: the op belongs to
             // that context's default stream (`moved_context`).
             drop(ring);
-            let Some(moved) = moved_context(driver, &mut op, context) else {
+            let Some(moved) = moved_context(driver, op, context) else {
                 return (rc, None);
             };
             state = moved;
@@ -67,15 +73,15 @@ pub(crate) fn enqueue(
         }
         if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 && driver.is_capturing(state.id.handle()) {
             // The op went into a graph being captured: it did not run now.
-            captured(op, entry);
+            captured(*op, entry);
             return;
         }
         let copy = stack_copy(cfg, entry);
         copied = copy.map_or(0, |c| c.1);
-        op.seq = ring.push(&op, cfg.ring, copy, &|| state.completed_now());
+        op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
         state.issued.store(op.seq, Ordering::Release);
         time.lap(cost::Phase::Record);
-        marked = mark_if_due(driver, cfg, &state, &mut ring, &op, returned, false);
+        marked = mark_if_due(driver, cfg, &state, &mut ring, op, returned, false);
         time.lap(cost::Phase::Marker);
     });
     drop(ring);
@@ -184,16 +190,18 @@ pub(super) fn stack_copy<'a>(
     })
 }
 
-/// The op's record before its real call (its Python frames, thread and stream), timed by
-/// `time`, and whether its stream's context is still to be checked (`check_context` false: see
-/// [`streams::lookup_unchecked`]; true: asked now where it is a default stream's).
+/// Writes the op's record into `op` before its real call (its Python frames, thread and
+/// stream), timed by `time`; returns its stream's state and whether the stream's context is
+/// still to be checked (`check_context` false: see [`streams::lookup_unchecked`]; true: asked
+/// now where it is a default stream's).
 pub(super) fn prepare(
     driver: &'static real::Driver,
     ep: EntryPoint,
-    launch: Launch,
+    launch: &Launch,
     check_context: bool,
     time: &mut cost::Timeline,
-) -> (streams::StreamRef, OpRecord, bool) {
+    op: &mut std::mem::MaybeUninit<OpRecord>,
+) -> (streams::StreamRef, bool) {
     crate::config::test_panic(crate::config::PanicPoint::Record);
     let time_ns = now_ns();
     time.lap(cost::Phase::Rest);
@@ -210,9 +218,9 @@ pub(super) fn prepare(
         streams::lookup_unchecked(driver, id)
     };
     time.lap(cost::Phase::Lookup);
-    let op = OpRecord {
+    op.write(OpRecord {
         seq: 0,
-        launch,
+        launch: *launch,
         entry_point: ep,
         stream: id,
         context: state.context,
@@ -224,6 +232,6 @@ pub(super) fn prepare(
         stack: StackRef::None,
         python,
         graph: graphs::AtLaunch::UNKNOWN,
-    };
-    (state, op, unchecked)
+    });
+    (state, unchecked)
 }

@@ -66,7 +66,11 @@ pub(crate) struct Ring {
     next_copy: usize,
     /// The stream's markers so far, for the marker policy (`record::policy`).
     pub(crate) marks: super::policy::Marks,
-    ops: VecDeque<OpRecord>,
+    /// The ring itself, in place: a new op overwrites the oldest ([`push`](Self::push)), so each
+    /// op's record is written once (a `VecDeque` moved every record out and in again).
+    ops: Vec<OpRecord>,
+    /// The index in `ops` of the oldest op (0 until the ring is full).
+    oldest: usize,
     /// Round robin; each copy holds the op its `seq` names.
     copies: Vec<StackCopy>,
     held_ops: VecDeque<OpRecord>,
@@ -89,9 +93,16 @@ impl Drop for Ring {
 impl Ring {
     /// Notes that the newest op's progress marker was enqueued behind it.
     pub(crate) fn mark_newest(&mut self) {
-        if let Some(op) = self.ops.back_mut() {
+        let newest = (self.oldest + self.ops.len()).wrapping_sub(1) % self.ops.len().max(1);
+        if let Some(op) = self.ops.get_mut(newest) {
             op.marked = true;
         }
+    }
+
+    /// The ops of the ring, oldest first.
+    fn ring_ops(&self) -> impl Iterator<Item = &OpRecord> {
+        let (newer, older) = self.ops.split_at(self.oldest);
+        older.iter().chain(newer)
     }
 
     /// Whether op `seq` is not proven complete; reads the marker (`completed`) only when what
@@ -165,23 +176,22 @@ impl Ring {
             self.copy_stack(seq, regs, bytes, completed);
             super::cost::add(super::cost::Phase::Stack, copying);
         }
-        if self.ops.len() >= capacity {
-            if let Some(old) = self.ops.pop_front() {
+        let stack = if copied { StackRef::Copied } else { op.stack };
+        let i = self.oldest;
+        match self.ops.get(i) {
+            Some(old) if self.ops.len() >= capacity.max(1) => {
                 // A synchronous op completed before it was recorded: never a candidate.
-                if !old.synchronous
-                    && self.unproven(old.seq, completed)
+                let (leaving, synchronous) = (old.seq, old.synchronous);
+                if !synchronous
+                    && self.unproven(leaving, completed)
                     && self.held_ops.len() < HELD_OPS
                 {
-                    self.held_ops.push_back(old);
+                    self.held_ops.push_back(self.ops[i]);
                 }
+                self.ops[i] = OpRecord { seq, stack, ..*op };
+                self.oldest = if i + 1 == self.ops.len() { 0 } else { i + 1 };
             }
-        }
-        self.ops.push_back(*op);
-        if let Some(kept) = self.ops.back_mut() {
-            kept.seq = seq;
-            if copied {
-                kept.stack = StackRef::Copied;
-            }
+            _ => self.ops.push(OpRecord { seq, stack, ..*op }),
         }
         seq
     }
@@ -246,11 +256,11 @@ impl Ring {
     /// unwound (`depth` frames) and kept ([`crate::stack::keep`]); an op whose copy was reused
     /// without being held has none.
     pub(super) fn view_ops(&self, depth: usize) -> Vec<OpRecord> {
-        let front = self.ops.front().map_or(u64::MAX, |o| o.seq);
+        let front = self.ring_ops().next().map_or(u64::MAX, |o| o.seq);
         self.held_ops
             .iter()
             .filter(|o| o.seq < front)
-            .chain(self.ops.iter())
+            .chain(self.ring_ops())
             .map(|&(mut o)| {
                 if o.stack == StackRef::Copied {
                     let copy = (self.copies.iter())
@@ -300,6 +310,25 @@ mod tests {
         assert!(ring.held_ops.len() <= HELD_OPS);
         assert!(ring.held_ops.front().unwrap().seq > 150);
         assert_eq!(ops.last().unwrap().seq, 5300);
+    }
+
+    #[test]
+    fn a_full_ring_keeps_the_newest_ops_in_order_and_marks_the_newest() {
+        let mut ring = Ring::default();
+        let done = || u64::MAX;
+        let mut unmarked = op();
+        unmarked.marked = false;
+        for n in 1..=37u64 {
+            assert_eq!(ring.push(&unmarked, 16, None, &done), n);
+            if n % 5 == 0 {
+                ring.mark_newest();
+            }
+        }
+        let ops = ring.view_ops(16);
+        let seqs: Vec<u64> = ops.iter().map(|o| o.seq).collect();
+        assert_eq!(seqs, (22..=37).collect::<Vec<u64>>());
+        let marked: Vec<u64> = ops.iter().filter(|o| o.marked).map(|o| o.seq).collect();
+        assert_eq!(marked, vec![25, 30, 35]);
     }
 
     #[test]

@@ -16,7 +16,17 @@ use std::sync::atomic::Ordering;
 /// may get the lower sequence number: markers then still only prove ops that preceded them.
 fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &EntryRegs) {
     let Some(driver) = real::driver() else { return };
-    let (state, mut op, _) = prepare(driver, ep, launch, true, &mut super::cost::Timeline::none());
+    let mut op = std::mem::MaybeUninit::uninit();
+    let (state, _) = prepare(
+        driver,
+        ep,
+        &launch,
+        true,
+        &mut super::cost::Timeline::none(),
+        &mut op,
+    );
+    // SAFETY: `prepare` returned, so it wrote the op.
+    let mut op = unsafe { op.assume_init() };
     op.synchronous = complete;
     let cfg = config::get();
     let copy = stack_copy(cfg, entry).filter(|_| !complete);
