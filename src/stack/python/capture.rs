@@ -178,6 +178,12 @@ impl PythonStack {
     }
 }
 
+/// [`Chain`] as a const parameter of [`Runtime::walk_chain`]: the walk's loop is compiled once
+/// per chain, with no per-frame test of the layout.
+const FRAME310: u8 = 0;
+const CFRAME: u8 = 1;
+const DIRECT: u8 = 2;
+
 impl Runtime {
     /// Walks this thread's frame chain from its thread state `ts` into `walked`, innermost
     /// first, counting them in `s.len`; true if a frame is one of torch's backward entry points.
@@ -201,55 +207,86 @@ impl Runtime {
                 LAYOUT_MISMATCH.store(true, Ordering::Relaxed);
                 return false;
             }
-            let mut f = match l.chain {
-                Chain::Frame310 | Chain::Direct => rd::<usize>(ts + l.ts_frame),
+            match l.chain {
+                Chain::Frame310 => {
+                    let f = rd::<usize>(ts + l.ts_frame);
+                    self.walk_chain::<FRAME310>(f, depth, walked, s, recent)
+                }
                 Chain::CFrame => match rd::<usize>(ts + l.ts_frame) {
-                    0 => 0,
-                    cframe => rd::<usize>(cframe + l.cframe_current),
+                    0 => false,
+                    cframe => {
+                        let f = rd::<usize>(cframe + l.cframe_current);
+                        self.walk_chain::<CFRAME>(f, depth, walked, s, recent)
+                    }
                 },
-            };
+                Chain::Direct => {
+                    let f = rd::<usize>(ts + l.ts_frame);
+                    self.walk_chain::<DIRECT>(f, depth, walked, s, recent)
+                }
+            }
+        }
+    }
+
+    /// [`walk`](Self::walk) from the innermost frame `f`, for the chain `CHAIN` (this runtime's
+    /// layout's [`Chain`], as [`FRAME310`], [`CFRAME`] or [`DIRECT`]). Same safety contract.
+    #[inline(always)]
+    unsafe fn walk_chain<const CHAIN: u8>(
+        &self,
+        mut f: usize,
+        depth: usize,
+        walked: &mut [MaybeUninit<FrameRef>; MAX_PYTHON_DEPTH],
+        s: &mut PythonStack,
+        recent: &mut RecentCode,
+    ) -> bool {
+        // SAFETY: as `walk`.
+        unsafe {
+            let l = &self.layout;
+            // Frame310 has no owner field (`fr_owner` None): no frame is skipped for it.
+            let owner = l.fr_owner.filter(|_| CHAIN != FRAME310);
+            let (fr_previous, fr_code, fr_instr) = (l.fr_previous, l.fr_code, l.fr_instr);
+            let (ob_type, co_code, code_type) = (l.ob_type, l.co_code, self.code_type);
             let mut backward = false;
+            let mut n = 0usize;
             let mut steps = 0;
             while f != 0 && steps < MAX_WALK {
                 steps += 1;
-                let next = rd::<usize>(f + l.fr_previous);
-                if let Some(owner) = l.fr_owner {
+                let next = rd::<usize>(f + fr_previous);
+                if let Some(owner) = owner {
                     if rd::<u8>(f + owner) == FRAME_OWNED_BY_CSTACK {
                         f = next; // an entry frame of the interpreter, not Python code
                         continue;
                     }
                 }
-                let code = rd::<usize>(f + l.fr_code);
-                if code == 0 || rd::<usize>(code + l.ob_type) != self.code_type {
-                    if l.chain == Chain::Direct {
+                let code = rd::<usize>(f + fr_code);
+                if code == 0 || rd::<usize>(code + ob_type) != code_type {
+                    if CHAIN == DIRECT {
                         f = next; // 3.13: f_executable may be None or another callable's object
                         continue;
                     }
                     LAYOUT_MISMATCH.store(true, Ordering::Relaxed);
                     break;
                 }
-                if s.len as usize >= depth {
+                if n >= depth {
                     s.truncated = true;
                     break;
                 }
-                let offset = match l.chain {
-                    Chain::Frame310 => match rd::<i32>(f + l.fr_instr) {
+                let offset = if CHAIN == FRAME310 {
+                    match rd::<i32>(f + fr_instr) {
                         lasti if lasti < 0 => -1,
                         lasti => lasti.saturating_mul(2), // code units -> bytes
-                    },
-                    _ => {
-                        let ip = rd::<usize>(f + l.fr_instr);
-                        let start = code + l.co_code;
-                        if ip < start {
-                            -1
-                        } else {
-                            (ip - start).min(i32::MAX as usize) as i32
-                        }
+                    }
+                } else {
+                    let ip = rd::<usize>(f + fr_instr);
+                    let start = code + co_code;
+                    if ip < start {
+                        -1
+                    } else {
+                        (ip - start).min(i32::MAX as usize) as i32
                     }
                 };
                 let fp = self.fingerprint(code);
                 let slot = &mut recent[recent_slot(code)];
-                let (entry, flags) = if slot.code == code && slot.fingerprint == fp {
+                let (entry, flags) = if slot.code == code && slot.fingerprint.same(&fp) {
                     (slot.entry, slot.flags)
                 } else {
                     match self.intern(code, fp) {
@@ -266,10 +303,12 @@ impl Runtime {
                     }
                 };
                 backward |= flags & FLAG_BACKWARD_ENTRY != 0;
-                walked[s.len as usize] = MaybeUninit::new(FrameRef { entry, offset });
-                s.len += 1;
+                let Some(w) = walked.get_mut(n) else { break };
+                *w = MaybeUninit::new(FrameRef { entry, offset });
+                n += 1;
                 f = next;
             }
+            s.len = n as u8;
             backward
         }
     }

@@ -38,6 +38,18 @@ pub(super) struct Fingerprint {
 /// Where a code object's shape word starts: right after `PyObject_HEAD` (16 bytes on LP64).
 const SHAPE: usize = 16;
 
+impl Fingerprint {
+    /// `self == other`, without a branch per field (the per-frame test of the walk).
+    #[inline(always)]
+    pub(super) fn same(&self, other: &Fingerprint) -> bool {
+        ((self.firstlineno ^ other.firstlineno) as u64
+            | (self.shape ^ other.shape)
+            | (self.consts ^ other.consts) as u64
+            | (self.names ^ other.names) as u64)
+            == 0
+    }
+}
+
 /// A thread's most recently seen code objects (address, fingerprint, entry index, flags), direct
 /// mapped: the hot path's answer without the process-wide table, whose lines a large program
 /// keeps evicting from the CPU caches. A slot answers only for the same address and fingerprint,
