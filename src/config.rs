@@ -9,8 +9,11 @@ pub(crate) enum StackMode {
     /// No stack capture (cheapest).
     Off,
     /// Native frames: a copy of the stack's top per launch, unwound and symbolized when a
-    /// report is written (`stack::copy`).
+    /// report is written (`stack::copy`); for a launch with Python frames, one copy per launch
+    /// site shared by its later launches (`stack::sites`).
     Native,
+    /// Native frames, a copy for every launch, Python frames or not (`CUDABLAME_STACK=every`).
+    Every,
 }
 
 /// `CUDABLAME_MARKERS`: which recorded ops get a progress marker.
@@ -46,7 +49,7 @@ pub(crate) struct Config {
     /// markers, 2..=4096 (default 32): a fault is narrowed to at most this many ops in stream
     /// order even when the host launches them faster than the gap (`record::policy`).
     pub(crate) marker_window: u32,
-    /// `CUDABLAME_STACK`: `native` (default) or `off`.
+    /// `CUDABLAME_STACK`: `native` (default), `every` or `off`.
     pub(crate) stack: StackMode,
     /// `CUDABLAME_STACK_DEPTH`: frames kept per launch, 1..=32 (default 16), cudablame's own
     /// frames not counted.
@@ -362,10 +365,11 @@ impl Config {
         if let Some(v) = get("CUDABLAME_STACK") {
             c.stack = match v.trim().to_ascii_lowercase().as_str() {
                 "native" | "on" => StackMode::Native,
+                "every" => StackMode::Every,
                 "off" | "none" => StackMode::Off,
                 _ => {
                     w.push(format!(
-                        "CUDABLAME_STACK={} is not native/off; using native",
+                        "CUDABLAME_STACK={} is not native/every/off; using native",
                         shown(&v)
                     ));
                     StackMode::Native
@@ -508,6 +512,15 @@ mod tests {
         assert_eq!(c.markers, MarkerMode::Off);
         assert_eq!(c.stack, StackMode::Off);
         assert_eq!((c.stack_depth, c.ring), (8, 1024));
+        for (v, mode) in [
+            ("every", StackMode::Every),
+            (" Native ", StackMode::Native),
+            ("none", StackMode::Off),
+        ] {
+            let (c, w) = parse(&[("CUDABLAME_STACK", v)]);
+            assert!(w.is_empty(), "{v}: {w:?}");
+            assert_eq!(c.stack, mode, "{v}");
+        }
     }
 
     #[test]

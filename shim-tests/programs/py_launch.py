@@ -4,6 +4,8 @@ Usage: python3 py_launch.py SCENARIO [WORKDIR]
   main      good kernels, then the faulting one from launch_bad() called by step(), on the main
             thread; main() synchronizes (the reporting call).
   thread    the same step() on a threading.Thread; the main thread synchronizes after join().
+  sites     the kernel `nth` launched 50 times from one line (one launch site), its 40th
+            execution faulting.
   backward  a stand-in for torch's backward pass (a package named torch written under
             WORKDIR/site-packages): the caller launches the initial gradient inside
             torch.autograd.backward(), then blocks while a worker thread named pt_autograd_0 runs
@@ -26,13 +28,16 @@ cuda.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
 MODULE = (
     b"// fake: good\n"
     b"// fake: bad fault=700\n"
+    b"// fake: nth fault=700 fault_on=40\n"
     b".visible .entry good(\n"
     b".visible .entry bad(\n"
+    b".visible .entry nth(\n"
 )
 
 ctx = ctypes.c_void_p()
 good = ctypes.c_void_p()
 bad = ctypes.c_void_p()
+nth = ctypes.c_void_p()
 
 
 def check(what, rc):
@@ -51,6 +56,7 @@ def setup():
     check("cuModuleLoadData", cuda.cuModuleLoadData(ctypes.byref(mod), MODULE))
     check("good", cuda.cuModuleGetFunction(ctypes.byref(good), mod, b"good"))
     check("bad", cuda.cuModuleGetFunction(ctypes.byref(bad), mod, b"bad"))
+    check("nth", cuda.cuModuleGetFunction(ctypes.byref(nth), mod, b"nth"))
 
 
 def launch_good():
@@ -75,6 +81,11 @@ def step():
     launch_good()
     launch_good()
     launch_bad()  # @step
+
+
+def one_site():
+    for _ in range(50):
+        cuda.cuLaunchKernel(nth, 2, 1, 1, 64, 1, 1, 0, None, None, None)  # @one_site
 
 
 def in_thread():
@@ -174,6 +185,8 @@ def main():
         t.join()
     elif scenario == "reused":
         reused()
+    elif scenario == "sites":
+        one_site()
     elif scenario == "backward":
         write_fake_torch(sys.argv[2])
         import torch

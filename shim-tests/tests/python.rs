@@ -345,6 +345,48 @@ fn python_launches_copy_3_kib_of_native_stack_unless_configured() {
     }
 }
 
+/// Launches from one launch site (one Python stack, one kernel) share one native stack copy
+/// (`stack::sites`): 50 launches of `nth` from one line copy 3 KiB once, the stats count one
+/// site, and the culprit, the 40th launch, still has its native stack through libffi and its
+/// Python line. `CUDABLAME_STACK=every` copies every launch's stack and makes no site.
+#[test]
+fn launches_from_one_site_share_one_native_stack_copy() {
+    let py = python3();
+    let script = script().to_string_lossy().into_owned();
+    for (env, bytes_per_op, sites) in [
+        (vec![], 3072 / 50, 1),
+        (vec![("CUDABLAME_STACK", "every")], 3072, 0),
+    ] {
+        let mut env = env.clone();
+        env.push(("CUDABLAME_STATS", "on"));
+        let r = run_py(&py, "sites", &env);
+        let stats = r.stats_line();
+        assert_eq!(number_after(stats, "cudablame stats: "), 50, "{stats}");
+        assert_eq!(copied_bytes(&r), bytes_per_op, "{env:?}: {stats}");
+        assert_eq!(
+            number_after(stats, "launch sites "),
+            sites,
+            "{env:?}: {stats}"
+        );
+        let op = r.culprit();
+        assert_eq!(op["kernel"], "nth", "{env:?}: {}", r.stderr);
+        assert_eq!(op["seq"], 40, "{env:?}: {}", r.stderr);
+        let python = op["python_stack"].as_array().unwrap();
+        assert_eq!(
+            frame(&python[0]),
+            ("one_site".into(), script.clone(), marker("one_site")),
+            "{env:?}: {python:?}"
+        );
+        let modules: Vec<&str> = (op["stack"].as_array().unwrap().iter())
+            .map(|f| f["module"].as_str().unwrap_or(""))
+            .collect();
+        assert!(
+            modules.iter().any(|m| m.contains("ffi")),
+            "{env:?}: the culprit's native stack goes through libffi: {modules:?}"
+        );
+    }
+}
+
 #[test]
 fn depth_limit_keeps_the_innermost_frames() {
     let py = python3();

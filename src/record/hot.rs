@@ -76,8 +76,8 @@ pub(crate) fn enqueue(
             captured(*op, entry);
             return;
         }
-        let copy = stack_copy(cfg, entry);
-        copied = copy.map_or(0, |c| c.1);
+        let (copy, site_bytes) = stack_copy(cfg, entry, op);
+        copied = copy.map_or(site_bytes, |c| c.1);
         op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
         state.issued.store(op.seq, Ordering::Release);
         time.lap(cost::Phase::Record);
@@ -175,19 +175,38 @@ pub(super) fn mark_if_due(
 
 /// What a recorded op's stack copy is taken from under the configured `CUDABLAME_STACK` mode:
 /// the entry point's registers and the bytes to copy, `CUDABLAME_STACK_BYTES` (by default 8192,
-/// 3072 in a CPython process whose Python frames are captured: `config::Config::python_stack_bytes`); none when off.
+/// 3072 in a CPython process whose Python frames are captured: `config::Config::python_stack_bytes`); none when off,
+/// and none when `op` comes from a launch site whose copy it shares (`native` and own Python
+/// frames: `stack::sites`), which then sets `op.stack`; with the bytes copied for that site now
+/// (its first launch; else 0).
 pub(super) fn stack_copy<'a>(
     cfg: &config::Config,
     entry: &'a EntryRegs,
-) -> Option<(&'a EntryRegs, usize)> {
-    (cfg.stack == StackMode::Native).then(|| {
-        let bytes = if crate::stack::python::frames_captured(cfg) {
-            cfg.python_stack_bytes
-        } else {
-            cfg.stack_bytes
-        };
-        (entry, bytes)
-    })
+    op: &mut OpRecord,
+) -> (Option<(&'a EntryRegs, usize)>, usize) {
+    if cfg.stack == StackMode::Off {
+        return (None, 0);
+    }
+    let bytes = if crate::stack::python::frames_captured(cfg) {
+        cfg.python_stack_bytes
+    } else {
+        cfg.stack_bytes
+    };
+    if cfg.stack == StackMode::Native {
+        if let Some(python) = op.python.site() {
+            let key = crate::stack::sites::SiteKey {
+                python,
+                entry_point: op.entry_point as u16,
+                kind: op.launch.kind as u8,
+                handle: op.launch.handle,
+            };
+            if let Some((site, copied)) = crate::stack::sites::site_of(key, entry, bytes) {
+                op.stack = StackRef::Site(site);
+                return (None, copied);
+            }
+        }
+    }
+    (Some((entry, bytes)), 0)
 }
 
 /// Writes the op's record into `op` before its real call (its Python frames, thread and

@@ -147,7 +147,9 @@ fn keep_live_stack(now_ns: u64, entry: &EntryRegs) -> StackRef {
 fn live_stack(now_ns: u64, entry: &EntryRegs) -> NativeStack {
     let cfg = config::get();
     match cfg.stack {
-        StackMode::Native => NativeStack::capture(cfg.stack_depth, now_ns, Some(entry)),
+        StackMode::Native | StackMode::Every => {
+            NativeStack::capture(cfg.stack_depth, now_ns, Some(entry))
+        }
         StackMode::Off => NativeStack::EMPTY,
     }
 }

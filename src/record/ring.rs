@@ -262,7 +262,9 @@ impl Ring {
             .filter(|o| o.seq < front)
             .chain(self.ring_ops())
             .map(|&(mut o)| {
-                if o.stack == StackRef::Copied {
+                if let StackRef::Site(site) = o.stack {
+                    o.stack = crate::stack::keep(crate::stack::sites::unwind(site, depth));
+                } else if o.stack == StackRef::Copied {
                     let copy = (self.copies.iter())
                         .chain(self.held_copies.iter())
                         .find(|c| c.seq == o.seq);

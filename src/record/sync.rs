@@ -29,7 +29,11 @@ fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &
     let mut op = unsafe { op.assume_init() };
     op.synchronous = complete;
     let cfg = config::get();
-    let copy = stack_copy(cfg, entry).filter(|_| !complete);
+    let copy = if complete {
+        None
+    } else {
+        stack_copy(cfg, entry, &mut op).0
+    };
     let mut ops = state.ops.lock();
     op.seq = ops.push(&op, cfg.ring, copy, &|| state.completed_now());
     state.issued.store(op.seq, Ordering::Release);

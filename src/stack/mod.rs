@@ -184,6 +184,7 @@ pub(crate) const LIVE_UNWIND_ROOM: u64 = 64 << 10;
 pub(crate) mod copy;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod python;
+pub(crate) mod sites;
 pub(crate) mod unwind;
 
 /// Where an op's native launch stack is. Plain data (`Copy`, 8 bytes).
@@ -197,6 +198,9 @@ pub(crate) enum StackRef {
     Copied,
     /// Unwound, in the table of kept stacks: see [`keep`] and [`kept`].
     Kept(u32),
+    /// The copy of the op's launch site ([`sites`]), shared by every launch from it; a snapshot
+    /// of the ring turns it into [`StackRef::Kept`].
+    Site(u32),
 }
 
 /// Unwound stacks kept for later reports, at most this many (the oldest are dropped).
@@ -245,6 +249,7 @@ pub(crate) fn kept(r: StackRef) -> NativeStack {
 /// Forgets kept stacks (a forked child). Takes no lock.
 pub(crate) fn forget_after_fork() {
     KEPT.reset_in_child();
+    sites::forget_after_fork();
     unwind::forget_after_fork();
 }
 

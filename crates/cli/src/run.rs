@@ -49,8 +49,9 @@ pub struct RunArgs {
     /// named as suspects only) [CUDABLAME_MARKERS]
     #[arg(long, value_name = "budget|every|off", value_parser = ["budget", "every", "on", "off"])]
     markers: Option<String>,
-    /// Launch stacks [CUDABLAME_STACK]
-    #[arg(long, value_name = "native|off", value_parser = ["native", "off"])]
+    /// Launch stacks: native (a copy per launch; launches with Python frames share one per launch
+    /// site), every (a copy per launch), off [CUDABLAME_STACK]
+    #[arg(long, value_name = "native|every|off", value_parser = ["native", "every", "off"])]
     stack: Option<String>,
     /// Path of libcudablame.so (default: $CUDABLAME_LIB, beside this executable, ../lib/cudablame/,
     /// the Python package, else the copy embedded in this command)

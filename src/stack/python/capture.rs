@@ -156,6 +156,13 @@ impl PythonStack {
         self.len as usize
     }
 
+    /// The interned stack that names these frames as a launch site (`stack::sites`): `None`
+    /// without own frames, or when the stack table was full (only the innermost frame kept).
+    #[inline]
+    pub(crate) fn site(&self) -> Option<u32> {
+        (self.len > 0 && self.stack != NO_STACK).then_some(self.stack)
+    }
+
     /// The frames kept, innermost first: all [`len`](Self::len) of them, or only the innermost
     /// when the stack table was full ([`lost_frames`](Self::lost_frames)).
     pub(super) fn frames(&self) -> &[FrameRef] {
