@@ -191,7 +191,15 @@ impl Ring {
                 self.ops[i] = OpRecord { seq, stack, ..*op };
                 self.oldest = if i + 1 == self.ops.len() { 0 } else { i + 1 };
             }
-            _ => self.ops.push(OpRecord { seq, stack, ..*op }),
+            _ => {
+                // Not full (`capacity` grew since the ring wrapped): the oldest first again, so
+                // the new op goes behind the newest (once per growth, never on the hot path).
+                if i != 0 {
+                    self.ops.rotate_left(i);
+                    self.oldest = 0;
+                }
+                self.ops.push(OpRecord { seq, stack, ..*op });
+            }
         }
         seq
     }
@@ -331,6 +339,52 @@ mod tests {
         assert_eq!(seqs, (22..=37).collect::<Vec<u64>>());
         let marked: Vec<u64> = ops.iter().filter(|o| o.marked).map(|o| o.seq).collect();
         assert_eq!(marked, vec![25, 30, 35]);
+    }
+
+    #[test]
+    fn a_wrapped_ring_that_grows_keeps_its_order_and_marks_the_newest() {
+        // `capacity` is a parameter of every push: a wrapped ring given a larger one grows, the
+        // new op still the newest (the VecDeque appended it behind the newest).
+        let mut ring = Ring::default();
+        let done = || u64::MAX;
+        let mut unmarked = op();
+        unmarked.marked = false;
+        for _ in 0..20 {
+            ring.push(&unmarked, 16, None, &done);
+        }
+        for _ in 0..3 {
+            ring.push(&unmarked, 32, None, &done);
+            ring.mark_newest();
+        }
+        let ops = ring.view_ops(16);
+        let seqs: Vec<u64> = ops.iter().map(|o| o.seq).collect();
+        assert_eq!(seqs, (5..=23).collect::<Vec<u64>>());
+        let marked: Vec<u64> = ops.iter().filter(|o| o.marked).map(|o| o.seq).collect();
+        assert_eq!(marked, vec![21, 22, 23]);
+    }
+
+    #[test]
+    fn a_ring_that_shrinks_or_has_no_room_keeps_the_newest_in_order() {
+        let done = || u64::MAX;
+        // A smaller capacity later: the ring keeps its length (one op in, the oldest out).
+        let mut ring = Ring::default();
+        for _ in 0..20 {
+            ring.push(&op(), 16, None, &done);
+        }
+        for _ in 0..5 {
+            ring.push(&op(), 4, None, &done);
+        }
+        let seqs: Vec<u64> = ring.view_ops(16).iter().map(|o| o.seq).collect();
+        assert_eq!(seqs, (10..=25).collect::<Vec<u64>>());
+        // Capacity 0 or 1: the newest op alone.
+        for cap in [0, 1] {
+            let mut ring = Ring::default();
+            for _ in 0..3 {
+                ring.push(&op(), cap, None, &done);
+            }
+            let seqs: Vec<u64> = ring.view_ops(16).iter().map(|o| o.seq).collect();
+            assert_eq!(seqs, vec![3]);
+        }
     }
 
     #[test]

@@ -123,6 +123,11 @@ impl SyncMark {
 }
 
 /// Before a non-enqueueing call: note the streams a synchronization covers.
+///
+/// Out of line, like [`after`] and [`Teardown::apply`]: their one caller
+/// (`interpose::run`) serves every entry point, and inlined there their locals made its frame
+/// 1,376 bytes, on top of which every hooked call (the sticky-error report included) runs.
+#[inline(never)]
 pub(crate) fn before(ep: EntryPoint, call: &Call) -> Option<SyncMark> {
     crate::config::test_panic(crate::config::PanicPoint::Record);
     let driver = real::driver()?;
@@ -232,7 +237,9 @@ pub(crate) enum Teardown {
 }
 
 impl Teardown {
-    /// Forgets what the call ended (said on stderr under `CUDABLAME_DEBUG`).
+    /// Forgets what the call ended (said on stderr under `CUDABLAME_DEBUG`). Out of line: see
+    /// [`before`].
+    #[inline(never)]
     pub(crate) fn apply(self) {
         if config::get().debug {
             crate::safety::say(&match self {
@@ -261,7 +268,8 @@ fn context_ended(rc: CUresult) -> bool {
 
 /// After a non-enqueueing call: a successful synchronization proves every op it covered completed;
 /// capture begin/end and stream destruction keep the tables right. A context the call ended is
-/// returned, not forgotten here ([`Teardown`]).
+/// returned, not forgotten here ([`Teardown`]). Out of line: see [`before`].
+#[inline(never)]
 pub(crate) fn after(
     ep: EntryPoint,
     call: &Call,
