@@ -322,6 +322,14 @@ mod tests {
         assert_eq!(ops.last().unwrap().seq, 5300);
     }
 
+    /// The sequence numbers of the ring's ops in view order, and those of the marked ones.
+    fn seqs_and_marked(ring: &Ring) -> (Vec<u64>, Vec<u64>) {
+        let ops = ring.view_ops(16);
+        let seqs = ops.iter().map(|o| o.seq).collect();
+        let marked = ops.iter().filter(|o| o.marked).map(|o| o.seq).collect();
+        (seqs, marked)
+    }
+
     #[test]
     fn a_full_ring_keeps_the_newest_ops_in_order_and_marks_the_newest() {
         let mut ring = Ring::default();
@@ -334,11 +342,10 @@ mod tests {
                 ring.mark_newest();
             }
         }
-        let ops = ring.view_ops(16);
-        let seqs: Vec<u64> = ops.iter().map(|o| o.seq).collect();
-        assert_eq!(seqs, (22..=37).collect::<Vec<u64>>());
-        let marked: Vec<u64> = ops.iter().filter(|o| o.marked).map(|o| o.seq).collect();
-        assert_eq!(marked, vec![25, 30, 35]);
+        assert_eq!(
+            seqs_and_marked(&ring),
+            ((22..=37).collect(), vec![25, 30, 35])
+        );
     }
 
     #[test]
@@ -356,11 +363,10 @@ mod tests {
             ring.push(&unmarked, 32, None, &done);
             ring.mark_newest();
         }
-        let ops = ring.view_ops(16);
-        let seqs: Vec<u64> = ops.iter().map(|o| o.seq).collect();
-        assert_eq!(seqs, (5..=23).collect::<Vec<u64>>());
-        let marked: Vec<u64> = ops.iter().filter(|o| o.marked).map(|o| o.seq).collect();
-        assert_eq!(marked, vec![21, 22, 23]);
+        assert_eq!(
+            seqs_and_marked(&ring),
+            ((5..=23).collect(), vec![21, 22, 23])
+        );
     }
 
     #[test]

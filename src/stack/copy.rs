@@ -125,12 +125,7 @@ mod tests {
         assert_eq!(copy.seq, 7);
         // The live frames are gone now: only the copy can name them.
         let stack = copy.unwind(16);
-        let mut names = Vec::new();
-        for &ip in stack.ips().iter() {
-            backtrace::resolve((ip - 1) as *mut std::ffi::c_void, |sym| {
-                names.push(sym.name().map(|n| n.to_string()).unwrap_or_default())
-            });
-        }
+        let names = super::super::test_function_names(&stack);
         assert!(names.iter().any(|n| n.contains("outer")), "{names:?}");
         assert!(
             names.iter().any(|n| n.contains("unwinding_a_copy")),

@@ -246,6 +246,19 @@ pub(crate) fn kept(r: StackRef) -> NativeStack {
     }
 }
 
+/// Tests: the function names of `stack`'s frames, symbolized by hand (in a unit-test binary
+/// every frame is in the "own" module, which reports leave out), innermost first.
+#[cfg(test)]
+pub(crate) fn test_function_names(stack: &NativeStack) -> Vec<String> {
+    let mut names = Vec::new();
+    for &ip in stack.ips().iter() {
+        backtrace::resolve((ip - 1) as *mut c_void, |sym| {
+            names.push(sym.name().map(|n| n.to_string()).unwrap_or_default())
+        });
+    }
+    names
+}
+
 /// Forgets kept stacks (a forked child). Takes no lock.
 pub(crate) fn forget_after_fork() {
     KEPT.reset_in_child();
@@ -354,13 +367,7 @@ mod tests {
     fn capture_then_symbolize_finds_the_caller() {
         let s = capture_here();
         assert!(s.ips().len() > 2);
-        // In the unit-test binary everything is "own" module, so symbolize everything by hand.
-        let mut names = Vec::new();
-        for &ip in s.ips().iter() {
-            backtrace::resolve((ip - 1) as *mut c_void, |sym| {
-                names.push(sym.name().map(|n| n.to_string()).unwrap_or_default())
-            });
-        }
+        let names = test_function_names(&s);
         assert!(
             names.iter().any(|n| n.contains("capture_here")),
             "{names:?}"

@@ -229,12 +229,7 @@ mod tests {
         assert!(a != b && b != c && a != c);
         // The site's stack is the first launch's: it unwinds through this test's frames.
         let stack = unwind(a, 16);
-        let mut names = Vec::new();
-        for &ip in stack.ips().iter() {
-            backtrace::resolve((ip - 1) as *mut std::ffi::c_void, |sym| {
-                names.push(sym.name().map(|n| n.to_string()).unwrap_or_default())
-            });
-        }
+        let names = super::super::test_function_names(&stack);
         assert!(
             names.iter().any(|n| n.contains("outer_launch")),
             "{names:?}"
