@@ -6,6 +6,8 @@ Usage: python3 py_launch.py SCENARIO [WORKDIR]
   thread    the same step() on a threading.Thread; the main thread synchronizes after join().
   sites     the kernel `nth` launched 50 times from one line (one launch site), its 40th
             execution faulting.
+  reloaded  the kernel `second` launched from one line through a library unloaded and loaded
+            again between the two launches; the second faults.
   backward  a stand-in for torch's backward pass (a package named torch written under
             WORKDIR/site-packages): the caller launches the initial gradient inside
             torch.autograd.backward(), then blocks while a worker thread named pt_autograd_0 runs
@@ -29,15 +31,18 @@ MODULE = (
     b"// fake: good\n"
     b"// fake: bad fault=700\n"
     b"// fake: nth fault=700 fault_on=40\n"
+    b"// fake: second fault=700 fault_on=2\n"
     b".visible .entry good(\n"
     b".visible .entry bad(\n"
     b".visible .entry nth(\n"
+    b".visible .entry second(\n"
 )
 
 ctx = ctypes.c_void_p()
 good = ctypes.c_void_p()
 bad = ctypes.c_void_p()
 nth = ctypes.c_void_p()
+second = ctypes.c_void_p()
 
 
 def check(what, rc):
@@ -57,6 +62,7 @@ def setup():
     check("good", cuda.cuModuleGetFunction(ctypes.byref(good), mod, b"good"))
     check("bad", cuda.cuModuleGetFunction(ctypes.byref(bad), mod, b"bad"))
     check("nth", cuda.cuModuleGetFunction(ctypes.byref(nth), mod, b"nth"))
+    check("second", cuda.cuModuleGetFunction(ctypes.byref(second), mod, b"second"))
 
 
 def launch_good():
@@ -86,6 +92,23 @@ def step():
 def one_site():
     for _ in range(50):
         cuda.cuLaunchKernel(nth, 2, 1, 1, 64, 1, 1, 0, None, None, None)  # @one_site
+
+
+def reloaded():
+    """One line launches `second` through a library (PY_LAUNCH_LIB, dlclose_lib.c) twice, the
+    library unloaded and loaded again in between (the loader tends to map it where it was); the
+    second launch faults, and went through the library loaded now."""
+    import _ctypes
+
+    launch = ctypes.cast(cuda.cuLaunchKernel, ctypes.c_void_p)
+    for i in range(2):
+        lib = ctypes.CDLL(os.environ["PY_LAUNCH_LIB"])
+        lib.launch_from_plugin.argtypes = [ctypes.c_void_p] * 3
+        lib.launch_from_plugin(launch, second, None)  # @reloaded
+        if i == 0:
+            handle = lib._handle
+            del lib
+            _ctypes.dlclose(handle)
 
 
 def in_thread():
@@ -187,6 +210,8 @@ def main():
         reused()
     elif scenario == "sites":
         one_site()
+    elif scenario == "reloaded":
+        reloaded()
     elif scenario == "backward":
         write_fake_torch(sys.argv[2])
         import torch

@@ -196,6 +196,7 @@ pub(super) fn stack_copy<'a>(
         if let Some(python) = op.python.site() {
             let key = crate::stack::sites::SiteKey {
                 python,
+                loads: crate::stack::unwind::load_generation() as u32,
                 entry_point: op.entry_point as u16,
                 kind: op.launch.kind as u8,
                 handle: op.launch.handle,

@@ -260,9 +260,9 @@ impl Ring {
         }
     }
 
-    /// The ops kept, oldest first: the held ones older than the ring, then the ring. Stacks are
-    /// unwound (`depth` frames) and kept ([`crate::stack::keep`]); an op whose copy was reused
-    /// without being held has none.
+    /// The ops kept, oldest first: the held ones older than the ring, then the ring. Stack
+    /// copies are unwound (`depth` frames) and kept ([`crate::stack::keep`]); an op whose copy
+    /// was reused without being held has none; a launch site's op keeps its `Site`.
     pub(super) fn view_ops(&self, depth: usize) -> Vec<OpRecord> {
         let front = self.ring_ops().next().map_or(u64::MAX, |o| o.seq);
         self.held_ops
@@ -270,9 +270,10 @@ impl Ring {
             .filter(|o| o.seq < front)
             .chain(self.ring_ops())
             .map(|&(mut o)| {
-                if let StackRef::Site(site) = o.stack {
-                    o.stack = crate::stack::keep(crate::stack::sites::unwind(site, depth));
-                } else if o.stack == StackRef::Copied {
+                // A `Site` stays one: its copy outlives the ring, and `stack::kept` unwinds it
+                // for the few ops a report shows (one kept stack per op here overran the kept
+                // stacks' table within one report: a stream's ring and held ops are 4,352).
+                if o.stack == StackRef::Copied {
                     let copy = (self.copies.iter())
                         .chain(self.held_copies.iter())
                         .find(|c| c.seq == o.seq);
@@ -439,6 +440,50 @@ mod tests {
         assert_eq!(ring.held_copies.front().map(|c| c.seq), Some(301));
         assert_eq!(ring.extra_bytes(), extra);
         assert_eq!(extra, (300 - STACK_COPIES) * 4096);
+    }
+
+    /// Ops from a launch site (`stack::sites`) share its copy; a view must not unwind and keep a
+    /// stack per op: four streams far behind (each its ring and 4,096 held ops, the default
+    /// bounds) are 17,408 ops, more than the kept-stacks table holds, and keeping one per op
+    /// overwrote the oldest ops' stacks (the culprit's) and a graph capture's within one report.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_view_of_site_ops_keeps_the_culprits_stack_and_older_kept_ones() {
+        let _serial = crate::stack::unwind::TEST_LOCK.lock();
+        let regs = EntryRegs::here();
+        let key = crate::stack::sites::SiteKey {
+            python: 0x5151_7777,
+            loads: 0,
+            entry_point: 3,
+            kind: 0,
+            handle: 0xfeed0,
+        };
+        let (site, _) = crate::stack::sites::site_of(key, &regs, 4096).expect("a site");
+        std::hint::black_box(&regs);
+        let captured = crate::stack::keep(crate::stack::sites::unwind(site, 16));
+        let mut o = op();
+        o.stack = StackRef::Site(site);
+        let done = || 0u64; // nothing proven: every op that leaves a ring is held
+        let rings: Vec<Ring> = (0..4)
+            .map(|_| {
+                let mut ring = Ring::default();
+                for _ in 0..256 + HELD_OPS {
+                    ring.push(&o, 256, None, &done);
+                }
+                ring
+            })
+            .collect();
+        let views: Vec<Vec<OpRecord>> = rings.iter().map(|r| r.view_ops(16)).collect();
+        let culprit = views[0].first().expect("ops");
+        assert_eq!(culprit.seq, 1);
+        assert!(
+            crate::stack::kept(culprit.stack).ips().len() >= 2,
+            "the oldest op of the first stream keeps its stack"
+        );
+        assert!(
+            crate::stack::kept(captured).ips().len() >= 2,
+            "a stack kept before the report survives it"
+        );
     }
 
     #[test]

@@ -198,8 +198,8 @@ pub(crate) enum StackRef {
     Copied,
     /// Unwound, in the table of kept stacks: see [`keep`] and [`kept`].
     Kept(u32),
-    /// The copy of the op's launch site ([`sites`]), shared by every launch from it; a snapshot
-    /// of the ring turns it into [`StackRef::Kept`].
+    /// The copy of the op's launch site ([`sites`]), shared by every launch from it and kept
+    /// as long as the process (a forked child forgets it): [`kept`] unwinds it.
     Site(u32),
 }
 
@@ -234,10 +234,13 @@ pub(crate) fn keep(stack: NativeStack) -> StackRef {
     StackRef::Kept(id)
 }
 
-/// The stack `r` refers to, if it is still kept ([`StackRef::Copied`] needs its ring: none here).
+/// The stack `r` refers to, if it is still kept ([`StackRef::Copied`] needs its ring: none here);
+/// a launch site's copy is unwound now (`CUDABLAME_STACK_DEPTH` frames; report time only).
 pub(crate) fn kept(r: StackRef) -> NativeStack {
-    let StackRef::Kept(id) = r else {
-        return NativeStack::EMPTY;
+    let id = match r {
+        StackRef::Kept(id) => id,
+        StackRef::Site(site) => return sites::unwind(site, crate::config::get().stack_depth),
+        StackRef::None | StackRef::Copied => return NativeStack::EMPTY,
     };
     let t = KEPT.get().lock();
     match t.stacks.get(id as usize % KEPT_MAX) {

@@ -3,14 +3,15 @@
 //!
 //! A launch site is what [`SiteKey`] names: the launching thread's whole Python stack (every
 //! frame's code object and instruction, interned once by `python::stacks`), the op's kind and
-//! handle (the kernel) and the entry point it came in by. The native frames between the
-//! innermost Python frame and the driver (the extension module, a framework's dispatcher, its
-//! op and kernel launcher, the CUDA runtime) follow from the Python call and the kernel it
-//! launched; a training or inference loop launches from the same few hundred sites at every
-//! step. So the first launch from a site copies its stack ([`super::copy`]) into this table, and
-//! later launches from it copy nothing: the report unwinds the site's copy for any of them.
-//! Launches without own Python frames (a C++ thread, PyTorch's autograd engine) and those past
-//! the table's bounds keep a copy per launch in their stream's ring.
+//! handle (the kernel), the entry point it came in by and the load generation (no module unloaded
+//! since the site's copy was taken: its frames would read "unloaded module"). The native frames
+//! between the innermost Python frame and the driver (the extension module, a framework's
+//! dispatcher, its op and kernel launcher, the CUDA runtime) follow from the Python call and the
+//! kernel it launched; a training or inference loop launches from the same few hundred sites at
+//! every step. So the first launch from a site copies its stack ([`super::copy`]) into this table,
+//! and later launches from it copy nothing: the report unwinds the site's copy for any of them.
+//! Launches without own Python frames (a C++ thread, PyTorch's autograd engine) and those past the
+//! table's bounds keep a copy per launch in their stream's ring.
 //!
 //! Why: the per-launch copy was the largest single cost of recording a host-bound PyTorch step
 //! (H200, thirteenth session: the tiny step +6.3% with it, +4.4% without), 48 cache lines
@@ -32,6 +33,10 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 pub(crate) struct SiteKey {
     /// The interned Python stack (`python::PythonStack::site`).
     pub(crate) python: u32,
+    /// The load generation (`unwind::load_generation`, low bits): a copy taken before a module
+    /// was unloaded reads its frames as "unloaded module", so a launch after an unload (a library
+    /// on the native path loaded again) is another site.
+    pub(crate) loads: u32,
     /// The entry point (`EntryPoint as u16`).
     pub(crate) entry_point: u16,
     /// The op's kind (`OpKind as u8`).
@@ -75,6 +80,7 @@ struct Recent {
 const EMPTY: Recent = Recent {
     key: SiteKey {
         python: 0,
+        loads: 0,
         entry_point: 0,
         kind: 0,
         handle: 0,
@@ -94,6 +100,7 @@ crate::safety::per_thread! {
 fn slot_of(key: &SiteKey) -> usize {
     let h = (key.handle as u64)
         .wrapping_add((key.python as u64) << 32 | (key.entry_point as u64) << 8 | key.kind as u64)
+        .wrapping_add((key.loads as u64) << 24)
         .wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (h >> 56) as usize % RECENT
 }
@@ -174,8 +181,8 @@ pub(crate) fn count() -> usize {
     SITES.load(Ordering::Relaxed)
 }
 
-/// Forgets every site (a forked child: its parent's Python stacks are forgotten too). Takes no
-/// lock.
+/// Forgets every site (a forked child: the parent's threads may have held the table's lock; the
+/// interned Python stacks, which the keys name, are inherited as they are). Takes no lock.
 pub(crate) fn forget_after_fork() {
     TABLE.reset_in_child();
     SITES.store(0, Ordering::Relaxed);
@@ -189,6 +196,7 @@ mod tests {
     fn key(python: u32, handle: usize) -> SiteKey {
         SiteKey {
             python,
+            loads: 0,
             entry_point: 3,
             kind: 0,
             handle,

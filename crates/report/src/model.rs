@@ -251,6 +251,13 @@ pub struct Op {
     #[serde(default)]
     pub synchronous: bool,
     pub stack: Vec<Frame>,
+    /// `stack` is the native stack of the op's launch site (the same Python stack launching the
+    /// same kernel by the same entry point), copied at the site's first launch and shared by its
+    /// later launches (`CUDABLAME_STACK=native` in a process whose launches carry Python frames);
+    /// a later launch that took another native path shows the first one's. Absent (false) when
+    /// `stack` is the op's own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stack_from_site: bool,
     /// Python frames of the launching thread (the JSON fields `python_stack`,
     /// `python_stack_from_thread`, `python_stack_borrowed_from`).
     #[serde(flatten)]

@@ -135,7 +135,12 @@ pub fn render_with(
                 sentence(&r.culprit.reason, 110)
             };
             let _ = writeln!(out, "    why: {why}");
-            let _ = writeln!(out, "    launched by {} from:", o.entry_point);
+            let site = if o.stack_from_site && !o.stack.is_empty() {
+                " (native frames as at its launch site's first launch)"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "    launched by {} from{site}:", o.entry_point);
             stacks(&mut out, &o.python, &o.stack, verbose, json_kept);
             if let Some(t) = &o.thread_start {
                 let _ = writeln!(out, "    on a thread started as: {t}");
