@@ -8,6 +8,8 @@ Usage: python3 py_launch.py SCENARIO [WORKDIR]
             execution faulting.
   reloaded  the kernel `second` launched from one line through a library unloaded and loaded
             again between the two launches; the second faults.
+  two_paths the kernel `second` launched twice from one line through a library
+            (PY_LAUNCH_LIB, two_paths_lib.c) by two native paths; the second faults.
   backward  a stand-in for torch's backward pass (a package named torch written under
             WORKDIR/site-packages): the caller launches the initial gradient inside
             torch.autograd.backward(), then blocks while a worker thread named pt_autograd_0 runs
@@ -92,6 +94,16 @@ def step():
 def one_site():
     for _ in range(50):
         cuda.cuLaunchKernel(nth, 2, 1, 1, 64, 1, 1, 0, None, None, None)  # @one_site
+
+
+def two_paths():
+    """One line launches `second` twice through two_paths_lib.c's forward(), the first time by
+    via_first_path, the second (which faults) by via_second_path."""
+    lib = ctypes.CDLL(os.environ["PY_LAUNCH_LIB"])
+    lib.forward.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    launch = ctypes.cast(cuda.cuLaunchKernel, ctypes.c_void_p)
+    for which in (0, 1):
+        lib.forward(launch, second, which)  # @two_paths
 
 
 def reloaded():
@@ -210,6 +222,8 @@ def main():
         reused()
     elif scenario == "sites":
         one_site()
+    elif scenario == "two_paths":
+        two_paths()
     elif scenario == "reloaded":
         reloaded()
     elif scenario == "backward":

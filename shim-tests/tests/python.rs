@@ -439,6 +439,40 @@ fn a_site_launched_through_a_reloaded_library_shows_that_library() {
     );
 }
 
+/// One Python line reaching one kernel by two native paths (found by review: the second
+/// launch, the culprit, showed the first one's path, `via_first_path`): a launch from a known
+/// site whose stack does not hold the site's return addresses copies its own.
+#[test]
+fn a_launch_by_another_native_path_from_a_site_shows_its_own_path() {
+    let py = python3();
+    let lib = compile_with("two_paths_lib", "libtwo_paths.so", &["-shared", "-fPIC"]);
+    let r = run_py(
+        &py,
+        "two_paths",
+        &[
+            ("PY_LAUNCH_LIB", lib.to_str().unwrap()),
+            ("CUDABLAME_STATS", "on"),
+        ],
+    );
+    let op = r.culprit();
+    assert_eq!(
+        (op["kernel"].as_str(), op["seq"].as_u64()),
+        (Some("second"), Some(2)),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(frame(&op["python_stack"][0]).2, marker("two_paths"));
+    let f = functions(&op["stack"]);
+    assert!(
+        f.iter().any(|n| n == "via_second_path") && !f.iter().any(|n| n == "via_first_path"),
+        "{f:?}"
+    );
+    assert!(op.get("stack_from_site").is_none(), "{op}");
+    let stats = r.stats_line();
+    assert_eq!(number_after(stats, "launch sites "), 1, "{stats}");
+    assert_eq!(number_after(stats, "launch sites 1 ("), 1, "{stats}");
+}
+
 #[test]
 fn depth_limit_keeps_the_innermost_frames() {
     let py = python3();

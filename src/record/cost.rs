@@ -691,7 +691,8 @@ pub(crate) fn line() -> String {
     format!(
         "cudablame stats: {n_ops} recorded ops; mean ns per op: total {} = real call {real} + \
          cudablame {own} ({split}); marked {} of {n_ops} ops ({why}); held stacks unwound {}; \
-         held stack copies {}; launch sites {}; other calls {}, cudablame ns per call {} ({}); whole hook: \
+         held stack copies {}; launch sites {} ({} launches by another native path); other \
+         calls {}, cudablame ns per call {} ({}); whole hook: \
          {hook_ops} recorded ops, {} ns each; paused: {paused} ops, real call {} ns, whole hook {} \
          ns; recorded after the first pause: {steady} ops, real call {} ns, cudablame {st_own} ns \
          ({st_split}), marked {}, whole hook {} ns; between ops' hooks: paused {} ns ({} gaps), \
@@ -700,7 +701,8 @@ pub(crate) fn line() -> String {
         total(|c| &c.marked),
         total(|c| &c.held_unwinds),
         total(|c| &c.held_copies),
-        crate::stack::sites::count(),
+        crate::stack::sites::count().0,
+        crate::stack::sites::count().1,
         other_n,
         other_ns / other_n.max(1),
         others.join(", "),

@@ -79,6 +79,24 @@ impl StackCopy {
         }
     }
 
+    /// Where the return addresses of the copy's first `depth` frames below the entry point sit,
+    /// as `(bytes above the entry point's stack pointer, value)`, innermost first (one unwind:
+    /// [`super::unwind::capture_copy_slots`]). Empty when the copy is.
+    pub(crate) fn return_slots(&self, depth: usize) -> Vec<(u32, u64)> {
+        let mut s = NativeStack::EMPTY;
+        if self.len == 0 {
+            return Vec::new();
+        }
+        let want = (depth + 1).min(s.capacity());
+        super::unwind::capture_copy_slots(
+            s.slots(want),
+            self.regs,
+            &self.bytes[..self.len],
+            self.gen,
+        )
+        .1
+    }
+
     /// Report time: unwinds the copy into return addresses (up to `depth` frames below the
     /// entry point's own frame, which is cudablame's).
     pub(crate) fn unwind(&self, depth: usize) -> NativeStack {

@@ -18,9 +18,13 @@
 //! written per launch into ring buffers that evict the framework's own data.
 //!
 //! What a report shows for a launch from a known site is the native stack of the site's first
-//! launch. Two launches from one Python stack of one kernel by different native paths (an op
-//! that dispatches differently on its arguments' shapes or types to the same kernel) show the
-//! first one's path: `CUDABLAME_STACK=every` copies every launch's stack.
+//! launch, and only where it is this launch's too: a site keeps where its copy holds its return
+//! addresses (`unwind::capture_copy_slots`, up to the configured stack depth), and a later
+//! launch shares the copy only if its own stack holds the same return addresses at the same
+//! distances from the entry point ([`same_path`]: at most 16 words of the stack the call just
+//! used). Two launches from one Python stack of one kernel by different native paths (an op
+//! that dispatches differently on its arguments to the same kernel: found by review) so get
+//! their own stacks. `CUDABLAME_STACK=every` copies every launch's stack.
 
 use super::copy::StackCopy;
 use super::{EntryRegs, NativeStack};
@@ -49,11 +53,42 @@ pub(crate) struct SiteKey {
 pub(crate) const SITES_MAX: usize = 4096;
 pub(crate) const SITE_BYTES_MAX: usize = 8 << 20;
 
+/// Where a site's copy holds its return addresses (bytes above the entry point's stack
+/// pointer, value): [`StackCopy::return_slots`], at most the configured stack depth. Made once
+/// per site and never freed (4,096 sites of 16 frames at most: 1 MiB).
+type Path = &'static [(u32, u64)];
+
 #[derive(Default)]
 struct Table {
     index: HashMap<SiteKey, u32>,
     copies: Vec<StackCopy>,
+    paths: Vec<Path>,
     bytes: usize,
+}
+
+/// Launches from a known site that took another native path (each copied its own stack).
+static OTHER_PATHS: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether the live stack above `entry` holds `path`'s return addresses where the site's copy
+/// does: the launch went through the same native frames (`unwind::capture_copy_slots`). Reads
+/// at most a cache line or two of this thread's stack, which the call just used.
+#[inline]
+fn same_path(entry: &EntryRegs, path: Path) -> bool {
+    // Sorted by offset when made: the last is the highest.
+    let Some(&(top, _)) = path.last() else {
+        return true;
+    };
+    let (lo, hi) = super::unwind::stack_bounds();
+    let base = entry.rsp;
+    if base < lo || base.saturating_add(top as u64 + 8) > hi {
+        return false;
+    }
+    path.iter().all(|&(at, value)| {
+        // SAFETY: [rsp, hi) is this thread's own stack, mapped and readable (the copy was taken
+        // the same way, `StackCopy::fill`), and every slot lies below the highest, checked
+        // above to lie within it.
+        unsafe { ((base + at as u64) as *const u64).read_unaligned() == value }
+    })
 }
 
 /// Resettable: a forked child drops it without taking its lock (`safety::Resettable`).
@@ -75,6 +110,7 @@ struct Recent {
     generation: u32,
     /// Site index plus one (0: empty).
     site: u32,
+    path: Path,
 }
 
 const EMPTY: Recent = Recent {
@@ -87,6 +123,7 @@ const EMPTY: Recent = Recent {
     },
     generation: 0,
     site: 0,
+    path: &[],
 };
 
 crate::safety::per_thread! {
@@ -108,7 +145,10 @@ fn slot_of(key: &SiteKey) -> usize {
 /// The site of `key` and the bytes copied for it now: from this thread's recent sites (no lock,
 /// nothing copied), else from the table, else new, its copy taken now from `entry` (`bytes` at
 /// most, as [`StackCopy::fill`]: call it in the hooked entry point whose registers `entry`
-/// holds). `None` past the table's bounds: copy this launch's stack as without sites.
+/// holds). A known site is this launch's only if the live stack holds the site's return
+/// addresses where its copy does ([`same_path`]). `None` past the table's bounds, and for a
+/// launch that took another native path than its site's first: copy this launch's stack as
+/// without sites.
 #[inline]
 pub(crate) fn site_of(key: SiteKey, entry: &EntryRegs, bytes: usize) -> Option<(u32, usize)> {
     let generation = GENERATION.load(Ordering::Relaxed);
@@ -116,12 +156,21 @@ pub(crate) fn site_of(key: SiteKey, entry: &EntryRegs, bytes: usize) -> Option<(
     let hit = RECENT_SITES.with(|r| {
         let r = r.borrow();
         let s = &r[slot];
-        (s.site != 0 && s.key == key && s.generation == generation).then(|| s.site - 1)
+        (s.site != 0 && s.key == key && s.generation == generation).then_some((s.site - 1, s.path))
     });
     match hit {
-        Some(Some(site)) => Some((site, 0)),
+        Some(Some((site, path))) if same_path(entry, path) => Some((site, 0)),
+        Some(Some(_)) => other_path(),
         _ => site_uncached(key, entry, bytes, generation, slot),
     }
+}
+
+/// A launch from a known site by another native path: counted, and copied per launch. Cold.
+#[cold]
+#[inline(never)]
+fn other_path() -> Option<(u32, usize)> {
+    OTHER_PATHS.fetch_add(1, Ordering::Relaxed);
+    None
 }
 
 /// [`site_of`] past the thread's cache: the table's lock, and a new copy on a site's first
@@ -136,23 +185,29 @@ fn site_uncached(
     slot: usize,
 ) -> Option<(u32, usize)> {
     let mut copied = 0;
-    let site = {
+    let (site, path) = {
         let mut t = TABLE.get().lock();
         match t.index.get(&key) {
-            Some(&site) => site,
+            Some(&site) => (site, t.paths[site as usize]),
             None => {
                 if t.copies.len() >= SITES_MAX || t.bytes + bytes > SITE_BYTES_MAX {
                     return None;
                 }
                 let mut copy = StackCopy::new(bytes);
                 copy.fill(0, entry);
+                // One unwind of the new copy, on the launching thread: once per site.
+                let depth = crate::config::get().stack_depth;
+                let mut slots = copy.return_slots(depth);
+                slots.sort_unstable_by_key(|&(at, _)| at); // `same_path` bounds the last
+                let path: Path = Box::leak(slots.into_boxed_slice());
                 let site = t.copies.len() as u32;
                 t.copies.push(copy);
+                t.paths.push(path);
                 t.bytes += bytes;
                 copied = bytes;
                 t.index.insert(key, site);
                 SITES.store(t.copies.len(), Ordering::Relaxed);
-                site
+                (site, path)
             }
         }
     };
@@ -161,8 +216,12 @@ fn site_uncached(
             key,
             generation,
             site: site + 1,
+            path,
         }
     });
+    if copied == 0 && !same_path(entry, path) {
+        return other_path();
+    }
     Some((site, copied))
 }
 
@@ -176,9 +235,13 @@ pub(crate) fn unwind(site: u32, depth: usize) -> NativeStack {
     }
 }
 
-/// Sites known so far (`CUDABLAME_STATS`).
-pub(crate) fn count() -> usize {
-    SITES.load(Ordering::Relaxed)
+/// Sites known so far, and launches from one of them that took another native path and
+/// copied their own stack (`CUDABLAME_STATS`).
+pub(crate) fn count() -> (usize, usize) {
+    (
+        SITES.load(Ordering::Relaxed),
+        OTHER_PATHS.load(Ordering::Relaxed),
+    )
 }
 
 /// Forgets every site (a forked child: the parent's threads may have held the table's lock; the
@@ -186,6 +249,7 @@ pub(crate) fn count() -> usize {
 pub(crate) fn forget_after_fork() {
     TABLE.reset_in_child();
     SITES.store(0, Ordering::Relaxed);
+    OTHER_PATHS.store(0, Ordering::Relaxed);
     GENERATION.fetch_add(1, Ordering::Relaxed);
 }
 
@@ -218,19 +282,38 @@ mod tests {
         site
     }
 
+    /// Forgets this thread's recent sites: its next launch finds its site in the table.
+    fn forget_recent() {
+        let _ = RECENT_SITES.with(|r| r.borrow_mut().fill(EMPTY));
+    }
+
+    /// Launches through `launch` from one call site, `n` times (the second to last after
+    /// forgetting this thread's recent sites: from the table).
+    fn launches(n: usize, launch: fn(SiteKey) -> Option<u32>, k: SiteKey) -> Vec<Option<u32>> {
+        let mut got = Vec::new();
+        for i in 0..n {
+            if i + 2 == n {
+                forget_recent();
+            }
+            got.push(launch(k));
+        }
+        got
+    }
+
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn a_site_is_copied_once_and_its_later_launches_share_it() {
         let _serial = super::super::unwind::TEST_LOCK.lock();
-        let before = count();
-        let a = outer_launch(key(0x5151_0001, 0xabc0)).expect("a site");
-        // The same site again, from this thread (its cache) and from another (the table).
-        assert_eq!(outer_launch(key(0x5151_0001, 0xabc0)), Some(a));
-        let other = std::thread::spawn(|| outer_launch(key(0x5151_0001, 0xabc0)))
-            .join()
-            .unwrap();
-        assert_eq!(other, Some(a));
-        assert_eq!(count(), before + 1, "one copy for the three launches");
+        let before = count().0;
+        let k = key(0x5151_0001, 0xabc0);
+        let got = launches(4, outer_launch, k);
+        let a = got[0].expect("a site");
+        assert_eq!(
+            got,
+            vec![Some(a); 4],
+            "from this thread's cache and from the table"
+        );
+        assert_eq!(count().0, before + 1, "one copy for the four launches");
         // Another kernel or another Python stack is another site.
         let b = outer_launch(key(0x5151_0001, 0xabc8)).expect("b site");
         let c = outer_launch(key(0x5151_0002, 0xabc0)).expect("c site");
@@ -242,6 +325,34 @@ mod tests {
             names.iter().any(|n| n.contains("outer_launch")),
             "{names:?}"
         );
+    }
+
+    #[inline(never)]
+    fn another_outer_launch(k: SiteKey) -> Option<u32> {
+        let mut pad = [0u8; 40]; // another frame size too
+        std::hint::black_box(&mut pad);
+        let site = launch_from_here(k);
+        std::hint::black_box(&site);
+        site
+    }
+
+    /// A launch with a site's key but through other native frames is not given the site's
+    /// stack (found by review: one Python line reaching one kernel by two native paths showed
+    /// the first path for both): it copies its own, whether its thread's cache or the table
+    /// knows the site; and the first path still shares it.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_launch_by_another_native_path_does_not_share_the_site() {
+        let _serial = super::super::unwind::TEST_LOCK.lock();
+        let k = key(0x5151_0003, 0xabd0);
+        let (_, others) = count();
+        // One call site for all (the frames above it are part of the path).
+        let paths: [fn(SiteKey) -> Option<u32>; 3] =
+            [outer_launch, another_outer_launch, outer_launch];
+        let got: Vec<Vec<Option<u32>>> = paths.iter().map(|&f| launches(3, f, k)).collect();
+        let a = got[0][0].expect("a site");
+        assert_eq!(got, vec![vec![Some(a); 3], vec![None; 3], vec![Some(a); 3]]);
+        assert_eq!(count().1, others + 3);
     }
 
     #[test]

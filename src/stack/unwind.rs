@@ -445,6 +445,53 @@ pub(crate) fn capture_copy(
     )
 }
 
+/// [`capture_copy`], and where each return address found was read: `(bytes above start.rsp,
+/// value)` for the frames after the first, innermost first. The unwind is a function of the
+/// start registers and of the words it reads, and a frame's return address sits at the same
+/// distance from the entry point's stack pointer whenever the same functions are on the stack
+/// at the same instructions: a later stack holding the same return addresses at the same
+/// distances went through the same native path (`stack::sites`).
+pub(crate) fn capture_copy_slots(
+    out: &mut [usize],
+    start: super::EntryRegs,
+    bytes: &[u8],
+    gen: u64,
+) -> (usize, Vec<(u32, u64)>) {
+    let lo = start.rsp;
+    let hi = lo.saturating_add(bytes.len() as u64);
+    let reads = std::cell::RefCell::new(Vec::new());
+    let n = walk(
+        super::super::record::now_ns(),
+        start,
+        lo,
+        hi,
+        out,
+        Some(gen),
+        |addr| {
+            let at = (addr - lo) as usize;
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes[at..at + 8]);
+            let value = u64::from_ne_bytes(word);
+            reads.borrow_mut().push((at as u32, value));
+            value
+        },
+    );
+    // Each frame's return address is a word the unwind read, above the previous one's.
+    let reads = reads.into_inner();
+    let mut slots = Vec::new();
+    let mut from = 0;
+    for &ip in &out[1..n] {
+        match (reads[from..].iter()).position(|&(_, v)| v == ip as u64) {
+            Some(i) => {
+                slots.push(reads[from + i]);
+                from += i + 1;
+            }
+            None => break,
+        }
+    }
+    (n, slots)
+}
+
 /// One framehop unwind from `start` into `out`, reading stack words in `[lo, hi)` with `read`.
 /// With `gen` (a copy's load generation), a frame in a module loaded since ends the walk as
 /// [`super::UNLOADED_MODULE`].

@@ -254,8 +254,9 @@ pub struct Op {
     /// `stack` is the native stack of the op's launch site (the same Python stack launching the
     /// same kernel by the same entry point), copied at the site's first launch and shared by its
     /// later launches (`CUDABLAME_STACK=native` in a process whose launches carry Python frames);
-    /// a later launch that took another native path shows the first one's. Absent (false) when
-    /// `stack` is the op's own.
+    /// the op's stack held the same return addresses at the same places, so the frames are its
+    /// own (a launch by another native path copies its own stack). Absent (false) when `stack`
+    /// was copied for this op.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stack_from_site: bool,
     /// Python frames of the launching thread (the JSON fields `python_stack`,
