@@ -480,7 +480,8 @@ pub(crate) fn capture_copy_slots(
     let reads = reads.into_inner();
     let mut slots = Vec::new();
     let mut from = 0;
-    for &ip in &out[1..n] {
+    // (No frame at all when the module list is being rebuilt: `n` is 0.)
+    for &ip in out.get(1..n).unwrap_or_default() {
         match (reads[from..].iter()).position(|&(_, v)| v == ip as u64) {
             Some(i) => {
                 slots.push(reads[from + i]);
