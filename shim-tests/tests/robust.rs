@@ -380,7 +380,7 @@ fn cuda_calls_on_small_stacks_are_handled_without_hurting_the_program() {
 /// (thirteenth session): with the hook out of line and the 3.5 KiB report returned into
 /// `detect::observe`'s frame, at most 4,757 bytes could be used first (5,109 before the
 /// session); `emit` now returns only the error strings' note, and 6,819 can. Fourteenth
-/// session: 6,344 with `record::sync`'s before and after inlined into the one hook body, 6,744
+/// session: 6,344 with `record::sync`'s before and after inlined into the one hook body, 6,776
 /// with them out of line.
 #[test]
 fn the_sticky_error_path_keeps_its_stack_headroom() {
