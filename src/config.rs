@@ -9,8 +9,8 @@ pub(crate) enum StackMode {
     /// No stack capture (cheapest).
     Off,
     /// Native frames: a copy of the stack's top per launch, unwound and symbolized when a
-    /// report is written (`stack::copy`); for a launch with Python frames, one copy per launch
-    /// site shared by its later launches (`stack::sites`).
+    /// report is written (`stack::copy`), shared by the later launches of one launch site whose
+    /// stacks hold the same return addresses (`stack::sites`).
     Native,
     /// Native frames, a copy for every launch, Python frames or not (`CUDABLAME_STACK=every`).
     Every,

@@ -136,8 +136,13 @@ fn without_markers_the_launching_thread_unwinds_no_held_stack() {
     // without unwinding, the first 1,024 that leave the newest 32 copies; only past that (the
     // real driver's queue holds about 1,021 launches per stream; the simulated one has no
     // bound) are the next 1,024 unwound on the launching thread. All 3,001 ops stay unproven
-    // while the 200 ms kernel runs, so the counts are exact.
-    let (_, ops, unwound, copies) = stats(&["loop", "3000"], &[("CUDABLAME_MARKERS", "every")]);
+    // while the 200 ms kernel runs, so the counts are exact. (`CUDABLAME_STACK=every`: by
+    // default the loop's launches share one launch site's copy, `stack::sites`, and nothing is
+    // held.)
+    let (_, ops, unwound, copies) = stats(
+        &["loop", "3000"],
+        &[("CUDABLAME_MARKERS", "every"), ("CUDABLAME_STACK", "every")],
+    );
     assert_eq!(ops, 3001);
     assert_eq!((copies, unwound), (1024, 1024));
 }
@@ -146,10 +151,16 @@ fn without_markers_the_launching_thread_unwinds_no_held_stack() {
 fn the_default_budget_holds_copies_and_unwinds_nothing_within_the_drivers_queue() {
     // 1,000 launches behind the 200 ms kernel (within the real driver's queue depth): every
     // op leaving the newest 32 stack copies is held as a copy; none is unwound on the
-    // launching thread (before: 969 unwinds, 1.2 to 4.2 µs each in PyTorch).
-    let (_, ops, unwound, copies) = stats(&["loop", "1000"], &[]);
+    // launching thread (before: 969 unwinds, 1.2 to 4.2 µs each in PyTorch). With a copy per
+    // launch (`CUDABLAME_STACK=every`):
+    let (_, ops, unwound, copies) = stats(&["loop", "1000"], &[("CUDABLAME_STACK", "every")]);
     assert_eq!(ops, 1001);
     assert_eq!((copies, unwound), (1001 - 32, 0));
+    // By default the loop's launches share their launch site's copy (`stack::sites`, checked
+    // per launch): nothing is copied per launch, so nothing is held.
+    let (_, ops, unwound, copies) = stats(&["loop", "1000"], &[]);
+    assert_eq!(ops, 1001);
+    assert_eq!((copies, unwound), (0, 0));
 }
 
 #[test]

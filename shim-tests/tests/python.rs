@@ -315,7 +315,9 @@ fn python_launches_copy_3_kib_of_native_stack_unless_configured() {
         (vec![("CUDABLAME_PYTHON", "off")], 8192),
     ] {
         let mut env = env.clone();
-        env.push(("CUDABLAME_STATS", "on"));
+        // Every launch's own copy (by default launches from one native path share one: the
+        // two good launches here, `stack::sites`).
+        env.extend([("CUDABLAME_STATS", "on"), ("CUDABLAME_STACK", "every")]);
         let r = run_py(&py, "main", &env);
         assert_eq!(copied_bytes(&r), bytes, "{env:?}: {}", r.stderr);
         if env[0].1 == "3" {

@@ -176,9 +176,10 @@ pub(super) fn mark_if_due(
 /// What a recorded op's stack copy is taken from under the configured `CUDABLAME_STACK` mode:
 /// the entry point's registers and the bytes to copy, `CUDABLAME_STACK_BYTES` (by default 8192,
 /// 3072 in a CPython process whose Python frames are captured: `config::Config::python_stack_bytes`); none when off,
-/// and none when `op` comes from a launch site whose copy it shares (`native` and own Python
-/// frames: `stack::sites`), which then sets `op.stack`; with the bytes copied for that site now
-/// (its first launch; else 0).
+/// and none when `op` comes from a launch site whose copy it shares (`native`: `stack::sites`,
+/// keyed by its Python stack if any and its thread's stack depth, checked by its return
+/// addresses), which then sets `op.stack`; with the bytes copied for that site now (its first
+/// launch; else 0).
 pub(super) fn stack_copy<'a>(
     cfg: &config::Config,
     entry: &'a EntryRegs,
@@ -193,18 +194,18 @@ pub(super) fn stack_copy<'a>(
         cfg.stack_bytes
     };
     if cfg.stack == StackMode::Native {
-        if let Some(python) = op.python.site() {
-            let key = crate::stack::sites::SiteKey {
-                python,
-                loads: crate::stack::unwind::load_generation() as u32,
-                entry_point: op.entry_point as u16,
-                kind: op.launch.kind as u8,
-                handle: op.launch.handle,
-            };
-            if let Some((site, copied)) = crate::stack::sites::site_of(key, entry, bytes) {
-                op.stack = StackRef::Site(site);
-                return (None, copied);
-            }
+        let (_, hi) = crate::stack::unwind::stack_bounds();
+        let key = crate::stack::sites::SiteKey {
+            python: op.python.site().unwrap_or(crate::stack::sites::NO_PYTHON),
+            depth: hi.saturating_sub(entry.rsp) as u32,
+            loads: crate::stack::unwind::load_generation() as u32,
+            entry_point: op.entry_point as u16,
+            kind: op.launch.kind as u8,
+            handle: op.launch.handle,
+        };
+        if let Some((site, copied)) = crate::stack::sites::site_of(key, entry, bytes) {
+            op.stack = StackRef::Site(site);
+            return (None, copied);
         }
     }
     (Some((entry, bytes)), 0)

@@ -453,6 +453,7 @@ mod tests {
         let regs = EntryRegs::here();
         let key = crate::stack::sites::SiteKey {
             python: 0x5151_7777,
+            depth: 0,
             loads: 0,
             entry_point: 3,
             kind: 0,

@@ -1,17 +1,17 @@
-//! Launch sites: in a process whose launches carry Python frames, one native stack copy per
-//! launch site, shared by every launch from it, instead of a copy per launch.
+//! Launch sites: one native stack copy per launch site, shared by every launch from it, instead
+//! of a copy per launch.
 //!
-//! A launch site is what [`SiteKey`] names: the launching thread's whole Python stack (every
-//! frame's code object and instruction, interned once by `python::stacks`), the op's kind and
-//! handle (the kernel), the entry point it came in by and the load generation (no module unloaded
-//! since the site's copy was taken: its frames would read "unloaded module"). The native frames
-//! between the innermost Python frame and the driver (the extension module, a framework's
-//! dispatcher, its op and kernel launcher, the CUDA runtime) follow from the Python call and the
-//! kernel it launched; a training or inference loop launches from the same few hundred sites at
-//! every step. So the first launch from a site copies its stack ([`super::copy`]) into this table,
-//! and later launches from it copy nothing: the report unwinds the site's copy for any of them.
-//! Launches without own Python frames (a C++ thread, PyTorch's autograd engine) and those past the
-//! table's bounds keep a copy per launch in their stream's ring.
+//! A launch site is what [`SiteKey`] names: the launching thread's whole Python stack where it
+//! has one (every frame's code object and instruction, interned once by `python::stacks`), the
+//! depth of the launching thread's stack at the entry point, the op's kind and handle (the
+//! kernel), the entry point it came in by and the load generation (no module unloaded since the
+//! site's copy was taken: its frames would read "unloaded module"). A training or inference
+//! loop, like a C++ program's loop, launches from the same few hundred sites at every step. So
+//! the first launch from a site copies its stack ([`super::copy`]) into this table, and later
+//! launches from it copy nothing: the report unwinds the site's copy for any of them. The key
+//! only finds a candidate; what makes a launch the site's is [`same_path`] (below). Launches past
+//! the table's bounds, and a thread's first launch from a site it has too little stack to make
+//! ([`NEW_SITE_STACK_ROOM`]), keep a copy per launch in their stream's ring.
 //!
 //! Why: the per-launch copy was the largest single cost of recording a host-bound PyTorch step
 //! (H200, thirteenth session: the tiny step +6.3% with it, +4.4% without), 48 cache lines
@@ -35,8 +35,12 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 /// One launch site (see the module doc). Plain data (24 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct SiteKey {
-    /// The interned Python stack (`python::PythonStack::site`).
+    /// The interned Python stack (`python::PythonStack::site`), [`NO_PYTHON`] for a launch
+    /// without own Python frames.
     pub(crate) python: u32,
+    /// Bytes of the launching thread's stack above the entry point (the same native path is at
+    /// the same depth of its thread's stack).
+    pub(crate) depth: u32,
     /// The load generation (`unwind::load_generation`, low bits): a copy taken before a module
     /// was unloaded reads its frames as "unloaded module", so a launch after an unload (a library
     /// on the native path loaded again) is another site.
@@ -48,6 +52,18 @@ pub(crate) struct SiteKey {
     /// The kernel's `CUfunction`, or 0 for copies and memsets.
     pub(crate) handle: usize,
 }
+
+/// [`SiteKey::python`] of a launch without own Python frames (a C or C++ program's, a
+/// framework's own thread's such as PyTorch's autograd engine): its site is its native path
+/// alone, which [`same_path`] checks.
+pub(crate) const NO_PYTHON: u32 = u32::MAX;
+
+/// Stack a thread must have left below the entry point for a new site to be made on it: the
+/// site's first launch unwinds its copy on the launching thread (framehop and the module list:
+/// several KiB), which a thread created with a small stack cannot afford (`robust.rs`,
+/// `cuda_calls_on_small_stacks_are_handled_without_hurting_the_program`: a 16 KiB thread
+/// crashed). Such a thread's launches share the sites other threads made, or copy per launch.
+const NEW_SITE_STACK_ROOM: u64 = 64 << 10;
 
 /// Sites kept at most, and their copies' bytes at most (past either, launches copy per launch).
 pub(crate) const SITES_MAX: usize = 4096;
@@ -116,6 +132,7 @@ struct Recent {
 const EMPTY: Recent = Recent {
     key: SiteKey {
         python: 0,
+        depth: 0,
         loads: 0,
         entry_point: 0,
         kind: 0,
@@ -138,6 +155,7 @@ fn slot_of(key: &SiteKey) -> usize {
     let h = (key.handle as u64)
         .wrapping_add((key.python as u64) << 32 | (key.entry_point as u64) << 8 | key.kind as u64)
         .wrapping_add((key.loads as u64) << 24)
+        .wrapping_add((key.depth as u64) << 40)
         .wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (h >> 56) as usize % RECENT
 }
@@ -190,7 +208,11 @@ fn site_uncached(
         match t.index.get(&key) {
             Some(&site) => (site, t.paths[site as usize]),
             None => {
-                if t.copies.len() >= SITES_MAX || t.bytes + bytes > SITE_BYTES_MAX {
+                let (lo, _) = super::unwind::stack_bounds();
+                if t.copies.len() >= SITES_MAX
+                    || t.bytes + bytes > SITE_BYTES_MAX
+                    || entry.rsp.saturating_sub(lo) < NEW_SITE_STACK_ROOM
+                {
                     return None;
                 }
                 let mut copy = StackCopy::new(bytes);
@@ -260,6 +282,7 @@ mod tests {
     fn key(python: u32, handle: usize) -> SiteKey {
         SiteKey {
             python,
+            depth: 0,
             loads: 0,
             entry_point: 3,
             kind: 0,

@@ -49,8 +49,8 @@ pub struct RunArgs {
     /// named as suspects only) [CUDABLAME_MARKERS]
     #[arg(long, value_name = "budget|every|off", value_parser = ["budget", "every", "on", "off"])]
     markers: Option<String>,
-    /// Launch stacks: native (a copy per launch; launches with Python frames share one per launch
-    /// site), every (a copy per launch), off [CUDABLAME_STACK]
+    /// Launch stacks: native (a copy per launch site, shared by its launches through the same
+    /// native frames), every (a copy per launch), off [CUDABLAME_STACK]
     #[arg(long, value_name = "native|every|off", value_parser = ["native", "every", "off"])]
     stack: Option<String>,
     /// Path of libcudablame.so (default: $CUDABLAME_LIB, beside this executable, ../lib/cudablame/,

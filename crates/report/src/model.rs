@@ -253,7 +253,7 @@ pub struct Op {
     pub stack: Vec<Frame>,
     /// `stack` is the native stack of the op's launch site (the same Python stack launching the
     /// same kernel by the same entry point), copied at the site's first launch and shared by its
-    /// later launches (`CUDABLAME_STACK=native` in a process whose launches carry Python frames);
+    /// later launches (`CUDABLAME_STACK=native`);
     /// the op's stack held the same return addresses at the same places, so the frames are its
     /// own (a launch by another native path copies its own stack). Absent (false) when `stack`
     /// was copied for this op.
