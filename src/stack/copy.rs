@@ -81,20 +81,24 @@ impl StackCopy {
 
     /// Where the return addresses of the copy's first `depth` frames below the entry point sit,
     /// as `(bytes above the entry point's stack pointer, value)`, innermost first (one unwind:
-    /// [`super::unwind::capture_copy_slots`]). Empty when the copy is.
-    pub(crate) fn return_slots(&self, depth: usize) -> Vec<(u32, u64)> {
+    /// [`super::unwind::capture_copy_slots`]). Empty when the copy is; `None` when the unwind
+    /// found no frame (the module list unavailable during a `dlclose`) or a frame whose slot it
+    /// could not tell (found by review: an empty path passed every later launch).
+    pub(crate) fn return_slots(&self, depth: usize) -> Option<Vec<(u32, u64)>> {
         let mut s = NativeStack::EMPTY;
         if self.len == 0 {
-            return Vec::new();
+            return Some(Vec::new());
         }
         let want = (depth + 1).min(s.capacity());
-        super::unwind::capture_copy_slots(
+        let (n, slots) = super::unwind::capture_copy_slots(
             s.slots(want),
             self.regs,
             &self.bytes[..self.len],
             self.gen,
-        )
-        .1
+        );
+        // No frame (module list unavailable), or a frame whose slot was not found: nothing
+        // proves a later launch took this path.
+        (n > 0 && slots.len() + 1 == n).then_some(slots)
     }
 
     /// Report time: unwinds the copy into return addresses (up to `depth` frames below the

@@ -208,10 +208,15 @@ fn site_uncached(
         match t.index.get(&key) {
             Some(&site) => (site, t.paths[site as usize]),
             None => {
-                let (lo, _) = super::unwind::stack_bounds();
+                // Unknown stack bounds, or a stack pointer outside them (a signal stack): no
+                // copy to take, so no site (found by review: an empty site's launches were
+                // marked as sharing it).
+                let (lo, hi) = super::unwind::stack_bounds();
                 if t.copies.len() >= SITES_MAX
                     || t.bytes + bytes > SITE_BYTES_MAX
-                    || entry.rsp.saturating_sub(lo) < NEW_SITE_STACK_ROOM
+                    || lo == 0
+                    || !(lo..hi).contains(&entry.rsp)
+                    || entry.rsp - lo < NEW_SITE_STACK_ROOM
                 {
                     return None;
                 }
@@ -219,7 +224,7 @@ fn site_uncached(
                 copy.fill(0, entry);
                 // One unwind of the new copy, on the launching thread: once per site.
                 let depth = crate::config::get().stack_depth;
-                let mut slots = copy.return_slots(depth);
+                let mut slots = copy.return_slots(depth)?;
                 slots.sort_unstable_by_key(|&(at, _)| at); // `same_path` bounds the last
                 let path: Path = Box::leak(slots.into_boxed_slice());
                 let site = t.copies.len() as u32;
@@ -376,6 +381,31 @@ mod tests {
         let a = got[0][0].expect("a site");
         assert_eq!(got, vec![vec![Some(a); 3], vec![None; 3], vec![Some(a); 3]]);
         assert_eq!(count().1, others + 3);
+    }
+
+    /// A site made while the module list is unavailable (a `dlclose` in progress on another
+    /// thread, even one that only drops a reference: the load generation stays) has no return
+    /// slots, and `same_path` then passes every later launch, whatever its native path.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_site_made_during_a_dlclose_does_not_take_other_paths() {
+        let _serial = super::super::unwind::TEST_LOCK.lock();
+        let k = key(0x5151_0009, 0xabe0);
+        if let Some(a) = super::super::unwind::unloading(|| outer_launch(k)) {
+            // The copy unwinds fully now (module list back): it shows outer_launch's path.
+            let names = super::super::test_function_names(&unwind(a, 16));
+            assert!(
+                names.iter().any(|n| n.contains("outer_launch")),
+                "{names:?}"
+            );
+        }
+        outer_launch(k).expect("a site, made once the module list is back");
+        forget_recent();
+        assert_eq!(
+            another_outer_launch(k),
+            None,
+            "another path must copy its own stack"
+        );
     }
 
     #[test]
