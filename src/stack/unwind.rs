@@ -427,6 +427,18 @@ pub(crate) fn capture_copy(
     bytes: &[u8],
     gen: u64,
 ) -> usize {
+    walk_copy(out, start, bytes, gen, None)
+}
+
+/// [`capture_copy`]'s walk over the copy, each word read also noted in `reads` (bytes above
+/// `start.rsp`, value) when given.
+fn walk_copy(
+    out: &mut [usize],
+    start: super::EntryRegs,
+    bytes: &[u8],
+    gen: u64,
+    reads: Option<&std::cell::RefCell<Vec<(u32, u64)>>>,
+) -> usize {
     let lo = start.rsp;
     let hi = lo.saturating_add(bytes.len() as u64);
     walk(
@@ -440,7 +452,11 @@ pub(crate) fn capture_copy(
             let at = (addr - lo) as usize;
             let mut word = [0u8; 8];
             word.copy_from_slice(&bytes[at..at + 8]);
-            u64::from_ne_bytes(word)
+            let value = u64::from_ne_bytes(word);
+            if let Some(reads) = reads {
+                reads.borrow_mut().push((at as u32, value));
+            }
+            value
         },
     )
 }
@@ -457,25 +473,8 @@ pub(crate) fn capture_copy_slots(
     bytes: &[u8],
     gen: u64,
 ) -> (usize, Vec<(u32, u64)>) {
-    let lo = start.rsp;
-    let hi = lo.saturating_add(bytes.len() as u64);
     let reads = std::cell::RefCell::new(Vec::new());
-    let n = walk(
-        super::super::record::now_ns(),
-        start,
-        lo,
-        hi,
-        out,
-        Some(gen),
-        |addr| {
-            let at = (addr - lo) as usize;
-            let mut word = [0u8; 8];
-            word.copy_from_slice(&bytes[at..at + 8]);
-            let value = u64::from_ne_bytes(word);
-            reads.borrow_mut().push((at as u32, value));
-            value
-        },
-    );
+    let n = walk_copy(out, start, bytes, gen, Some(&reads));
     // Each frame's return address is a word the unwind read, above the previous one's.
     let reads = reads.into_inner();
     let mut slots = Vec::new();
