@@ -438,6 +438,13 @@ fn a_site_launched_through_a_reloaded_library_shows_that_library() {
             && !stack.iter().any(|f| f["module"] == "unloaded module"),
         "{}",
         r.stderr
+    ); // The culprit made its site (the library's load is new): its stack is its own, not marked
+       // as a site's (it was, on every site's first launch, before the fifteenth session).
+    assert!(op.get("stack_from_site").is_none(), "{op}");
+    assert!(
+        !r.stderr.contains("as at its launch site's first launch"),
+        "{}",
+        r.stderr
     );
 }
 

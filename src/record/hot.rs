@@ -194,7 +194,8 @@ pub(super) fn stack_copy<'a>(
         cfg.stack_bytes
     };
     if cfg.stack == StackMode::Native {
-        let (_, hi) = crate::stack::unwind::stack_bounds();
+        let bounds = crate::stack::unwind::stack_bounds();
+        let hi = bounds.1;
         let key = crate::stack::sites::SiteKey {
             python: op.python.site().unwrap_or(crate::stack::sites::NO_PYTHON),
             depth: hi.saturating_sub(entry.rsp) as u32,
@@ -203,8 +204,11 @@ pub(super) fn stack_copy<'a>(
             kind: op.launch.kind as u8,
             handle: op.launch.handle,
         };
-        if let Some((site, copied)) = crate::stack::sites::site_of(key, entry, bytes) {
-            op.stack = StackRef::Site(site);
+        if let Some((site, copied)) = crate::stack::sites::site_of(key, entry, bytes, bounds) {
+            op.stack = StackRef::Site {
+                site,
+                first: copied > 0,
+            };
             return (None, copied);
         }
     }

@@ -459,11 +459,13 @@ mod tests {
             kind: 0,
             handle: 0xfeed0,
         };
-        let (site, _) = crate::stack::sites::site_of(key, &regs, 4096).expect("a site");
+        let (site, _) =
+            crate::stack::sites::site_of(key, &regs, 4096, crate::stack::unwind::stack_bounds())
+                .expect("a site");
         std::hint::black_box(&regs);
         let captured = crate::stack::keep(crate::stack::sites::unwind(site, 16));
         let mut o = op();
-        o.stack = StackRef::Site(site);
+        o.stack = StackRef::Site { site, first: false };
         let done = || 0u64; // nothing proven: every op that leaves a ring is held
         let rings: Vec<Ring> = (0..4)
             .map(|_| {

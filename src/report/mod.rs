@@ -525,7 +525,8 @@ impl Names {
             age_ns: now.saturating_sub(o.time_ns),
             state: state.to_string(),
             synchronous: o.synchronous,
-            stack_from_site: with_stack && matches!(o.stack, crate::stack::StackRef::Site(_)),
+            stack_from_site: with_stack
+                && matches!(o.stack, crate::stack::StackRef::Site { first: false, .. }),
             stack,
             python,
             graph,

@@ -199,8 +199,10 @@ pub(crate) enum StackRef {
     /// Unwound, in the table of kept stacks: see [`keep`] and [`kept`].
     Kept(u32),
     /// The copy of the op's launch site ([`sites`]), shared by every launch from it and kept
-    /// as long as the process (a forked child forgets it): [`kept`] unwinds it.
-    Site(u32),
+    /// as long as the process (a forked child forgets it): [`kept`] unwinds it. `first`: this
+    /// op's launch made the site (the copy is its own stack; the report marks only later
+    /// launches' stacks as the site's).
+    Site { site: u32, first: bool },
 }
 
 /// Unwound stacks kept for later reports, at most this many (the oldest are dropped).
@@ -239,7 +241,9 @@ pub(crate) fn keep(stack: NativeStack) -> StackRef {
 pub(crate) fn kept(r: StackRef) -> NativeStack {
     let id = match r {
         StackRef::Kept(id) => id,
-        StackRef::Site(site) => return sites::unwind(site, crate::config::get().stack_depth),
+        StackRef::Site { site, .. } => {
+            return sites::unwind(site, crate::config::get().stack_depth)
+        }
         StackRef::None | StackRef::Copied => return NativeStack::EMPTY,
     };
     let t = KEPT.get().lock();

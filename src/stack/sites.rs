@@ -89,12 +89,11 @@ static OTHER_PATHS: AtomicUsize = AtomicUsize::new(0);
 /// does: the launch went through the same native frames (`unwind::capture_copy_slots`). Reads
 /// at most a cache line or two of this thread's stack, which the call just used.
 #[inline]
-fn same_path(entry: &EntryRegs, path: Path) -> bool {
+fn same_path(entry: &EntryRegs, path: Path, (lo, hi): (u64, u64)) -> bool {
     // Sorted by offset when made: the last is the highest.
     let Some(&(top, _)) = path.last() else {
         return true;
     };
-    let (lo, hi) = super::unwind::stack_bounds();
     let base = entry.rsp;
     if base < lo || base.saturating_add(top as u64 + 8) > hi {
         return false;
@@ -166,9 +165,15 @@ fn slot_of(key: &SiteKey) -> usize {
 /// holds). A known site is this launch's only if the live stack holds the site's return
 /// addresses where its copy does ([`same_path`]). `None` past the table's bounds, and for a
 /// launch that took another native path than its site's first: copy this launch's stack as
-/// without sites.
+/// without sites. `bounds`: this thread's stack, `unwind::stack_bounds` (read once by the
+/// caller, whose key holds the depth below its top).
 #[inline]
-pub(crate) fn site_of(key: SiteKey, entry: &EntryRegs, bytes: usize) -> Option<(u32, usize)> {
+pub(crate) fn site_of(
+    key: SiteKey,
+    entry: &EntryRegs,
+    bytes: usize,
+    bounds: (u64, u64),
+) -> Option<(u32, usize)> {
     let generation = GENERATION.load(Ordering::Relaxed);
     let slot = slot_of(&key);
     let hit = RECENT_SITES.with(|r| {
@@ -177,9 +182,9 @@ pub(crate) fn site_of(key: SiteKey, entry: &EntryRegs, bytes: usize) -> Option<(
         (s.site != 0 && s.key == key && s.generation == generation).then_some((s.site - 1, s.path))
     });
     match hit {
-        Some(Some((site, path))) if same_path(entry, path) => Some((site, 0)),
+        Some(Some((site, path))) if same_path(entry, path, bounds) => Some((site, 0)),
         Some(Some(_)) => other_path(),
-        _ => site_uncached(key, entry, bytes, generation, slot),
+        _ => site_uncached(key, entry, bytes, bounds, generation, slot),
     }
 }
 
@@ -199,6 +204,7 @@ fn site_uncached(
     key: SiteKey,
     entry: &EntryRegs,
     bytes: usize,
+    bounds: (u64, u64),
     generation: u32,
     slot: usize,
 ) -> Option<(u32, usize)> {
@@ -211,7 +217,7 @@ fn site_uncached(
                 // Unknown stack bounds, or a stack pointer outside them (a signal stack): no
                 // copy to take, so no site (found by review: an empty site's launches were
                 // marked as sharing it).
-                let (lo, hi) = super::unwind::stack_bounds();
+                let (lo, hi) = bounds;
                 if t.copies.len() >= SITES_MAX
                     || t.bytes + bytes > SITE_BYTES_MAX
                     || lo == 0
@@ -246,7 +252,7 @@ fn site_uncached(
             path,
         }
     });
-    if copied == 0 && !same_path(entry, path) {
+    if copied == 0 && !same_path(entry, path, bounds) {
         return other_path();
     }
     Some((site, copied))
@@ -298,7 +304,8 @@ mod tests {
     #[inline(never)]
     fn launch_from_here(k: SiteKey) -> Option<u32> {
         let regs = EntryRegs::here();
-        let site = site_of(k, &regs, 4096).map(|(site, _)| site);
+        let site =
+            site_of(k, &regs, 4096, crate::stack::unwind::stack_bounds()).map(|(site, _)| site);
         std::hint::black_box(&regs); // keeps this frame: not a tail call
         site
     }
