@@ -2,7 +2,8 @@
 # Launch-site stacks (src/stack/sites.rs) on a real PyTorch culprit, default vs CUDABLAME_STACK=every:
 # the culprit's native frames and the stats' site count; then LIBS (default: .gpu/base.so, a build
 # before sites, against .gpu/libcudablame.so) side by side in libs.sh. Written in the fourteenth
-# session, when no GPU was lent after its second call: never run yet. About 420 s.
+# session, when no GPU was lent after its second call. About 420 s; SITES_ONLY=1: the frames
+# only (about 30 s).
 cd "$(dirname "$0")/../.." || exit 2
 t0=$(date +%s)
 for m in native every; do
@@ -18,6 +19,7 @@ PY
   grep -o "launch sites [0-9]*\|for [0-9]* bytes" $OUT/site-$m.log | tr '\n' ' '; echo
 done
 echo "sites $(( $(date +%s)-t0 ))s"
+[ -n "${SITES_ONLY:-}" ] && exit 0  # the culprit's frames only, without libs.sh
 LIBS=${LIBS:-"base=$PWD/.gpu/base.so new=$PWD/.gpu/libcudablame.so"} ROUNDS=7 TINY_ROUNDS=5 timeout 420 bash scripts/gpu-calls/libs.sh > $OUT/libs.log 2>&1
 echo "libs rc=$? $(( $(date +%s)-t0 ))s"
 cat $OUT/libs.log
