@@ -2,7 +2,7 @@
 # Launch-site stacks (src/stack/sites.rs) on a real PyTorch culprit, default vs CUDABLAME_STACK=every:
 # the culprit's native frames and the stats' site count; then LIBS (default: .gpu/base.so, a build
 # before sites, against .gpu/libcudablame.so) side by side in libs.sh. Written in the fourteenth
-# session, when no GPU was lent after its second call. About 420 s; SITES_ONLY=1: the frames
+# session; first run in the fifteenth (README, Verified on). About 420 s; SITES_ONLY=1: the frames
 # only (about 30 s).
 cd "$(dirname "$0")/../.." || exit 2
 t0=$(date +%s)
