@@ -26,7 +26,7 @@
 //! launching thread (the eleventh session's cold `cuCtxGetCurrent`: 275-460 ns). All of them
 //! are written rarely (at start, a fork, a capture's edges, a stream's creation), so sharing
 //! lines costs no write contention. (On the H200's GPT step the own time did not move measurably:
-//! README Performance, twelfth session.)
+//! docs/history.md, Performance, twelfth session.)
 //!
 //! Imports point one way, down this list (a module uses only modules listed before it; checked by
 //! the `imports_follow_the_layers` test below). Vocabulary shared by several steps (`OpKind`,

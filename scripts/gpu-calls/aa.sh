@@ -1,7 +1,7 @@
 #!/bin/bash
 # The same-process comparison checked against itself: train_step.py --paired 5 recording vs
 # paused (AB), both paused (AA, BENCH_PAIRED_AA=1) and recording with markers, stack and Python off,
-# 3 rotating rounds (seventh session; README Performance).
+# 3 rotating rounds (seventh session; docs/history.md, Performance).
 cd "$(dirname "$0")/../.." || exit 2  # the repository root; the library in .gpu/
 for r in 0 1 2; do
  for c in "AB|X=1" "AA|BENCH_PAIRED_AA=1" "AB_alloff|CUDABLAME_MARKERS=off CUDABLAME_STACK=off CUDABLAME_PYTHON=off"; do

@@ -1,7 +1,7 @@
 #!/bin/bash
 # What each part of recording costs in CUDABLAME_STATS=total mode (no phase timing in the own
 # time), and what the hot path's system and driver calls cost from a cold cache
-# (cuda-samples/bench/ctxbench.c). The eleventh session's exploratory call (README Performance).
+# (cuda-samples/bench/ctxbench.c). The eleventh session's exploratory call (docs/history.md, Performance).
 # ARC=path adds a second library as the run "arc".
 set -u
 cd "$(dirname "$0")/../.." || exit 2  # the repository root; the library in .gpu/

@@ -2,7 +2,7 @@
 # How much of each training step the GPU is busy (no shim, the host pinned to CPU 2 as in
 # bench.sh): train_step.py --count prints `<size>_gpu_share` (the step's summed GPU activity over
 # its median ms). gpt and tiny, then `big` at BENCH_BIG_BATCH 8, 16 and 32 (the batch that makes
-# it GPU-bound on this host). The twelfth session's first call (README Performance).
+# it GPU-bound on this host). The twelfth session's first call (docs/history.md, Performance).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 t0=$(date +%s)

@@ -2,7 +2,7 @@
 # Two libraries side by side in CUDABLAME_STATS=total (steady own ns per op of the GPT step, SIZE=tiny the small one,
 # ROUNDS interleaved rounds; EXTRA="label|ENV=value" adds a run of the new library with a setting),
 # then, with BENCH=1, bench.sh's goal parts on the library with the lower median. The eleventh
-# session's calls (README Performance): BASE=.gpu/base.so (a build of the commit compared
+# session's calls (docs/history.md, Performance): BASE=.gpu/base.so (a build of the commit compared
 # against), the new library .gpu/libcudablame.so.
 set -u
 cd "$(dirname "$0")/../.." || exit 2

@@ -305,7 +305,7 @@ pub(crate) fn lookup_in(driver: &Driver, id: StreamId, context: usize) -> Stream
 /// program made another context current since). Measured on the H200 from a cold cache
 /// (`cuda-samples/bench/ctxbench.c`): one `cuCtxGetCurrent` before the launch costs 275-460
 /// ns, 9-10 ns back to back; in the PyTorch GPT step the change was within the noise (own time
-/// over the real call's 0.194 against 0.197, README Performance, twelfth session).
+/// over the real call's 0.194 against 0.197, docs/history.md, Performance, twelfth session).
 pub(crate) fn lookup_unchecked(driver: &Driver, id: StreamId) -> (StreamRef, bool) {
     match cached(id, None) {
         Some(s) => (s, !matches!(id, StreamId::Handle(_))),
