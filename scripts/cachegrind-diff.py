@@ -5,7 +5,7 @@ library: each function's event totals in the second minus the first, divided by 
 Usage: scripts/cachegrind-diff.py WITHOUT.out WITH.out OPS [SORT_EVENT [ROWS]]
   SORT_EVENT  one of Ir I1mr D1mr D1mw DLmr DLmw ILmr (default DLmr); ROWS (default 40).
 The first row is the total. With `--LL=2097152,16,64` the "L" events stand for the H200 host's
-L2: ILmr the code lines, DLmr and DLmw the data lines, that one launch missed (README
+L2: ILmr the code lines, DLmr and DLmw the data lines, that one launch missed (docs/history.md,
 Performance, thirteenth session, for the command lines: `py_bench.py ... inline c` with
 BENCH_POLLUTE_KB=3072 BENCH_POLLUTE_CODE=1; 24,000 ops for `6 13000`).
 """
