@@ -283,6 +283,52 @@ fn unwritable_report_paths_get_one_line() {
     }
 }
 
+/// `CUDABLAME_REPORT=/dev/stdout` when the program's output is a regular file: `/dev/stdout`
+/// is then that file, which the device test let through, and the report went to a new file
+/// `/dev/stdout.1` (made in `/dev` when run as root; a fresh-user trial). Now refused like a
+/// device: one line, the text report, no file in `/dev`, the program's output unchanged.
+#[test]
+fn dev_stdout_redirected_to_a_file_is_refused() {
+    let dir = scratch().join("stdout-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let plain = run_env(&dir, &[OsStr::new("oob")], false, &[], |_| {});
+    for var in ["CUDABLAME_REPORT", "CUDABLAME_TRACE"] {
+        let out_path = dir.join(format!("out-{var}.txt"));
+        // The program's output goes to a file by the shell (the harness pipes stdout).
+        let mut cmd = command(Path::new("/bin/sh"), &["-c", "exec \"$0\" oob > \"$1\""]);
+        cmd.arg(scenarios())
+            .arg(&out_path)
+            .current_dir(&dir)
+            .env("LD_PRELOAD", shim())
+            .env(var, "/dev/stdout");
+        let (o, _) = output_within(&mut cmd, Duration::from_secs(60));
+        // Removed before any assertion, so that a failing run leaves nothing in /dev.
+        let beside = Path::new("/dev/stdout.1");
+        let made = beside.exists();
+        let _ = std::fs::remove_file(beside);
+        let r = Outcome {
+            ending: ending(&o.status),
+            stdout: String::new(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        };
+        assert_eq!(r.ending, plain.ending, "{var}");
+        let written = std::fs::read_to_string(&out_path).unwrap();
+        assert_eq!(stable_lines(&written), stable_lines(&plain.stdout), "{var}");
+        let lines: Vec<&str> = said(&r.stderr)
+            .into_iter()
+            .filter(|l| l.contains("cannot write"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{var}: {}", r.stderr);
+        assert!(
+            lines[0].contains("/dev/stdout") && lines[0].contains(var),
+            "{}",
+            lines[0]
+        );
+        assert!(r.stderr.contains("culprit [Exact]"), "{}", r.stderr);
+        assert!(!made, "{var}: /dev/stdout.1 was made");
+    }
+}
+
 /// `/dev/null` as the report or trace path means no file, like `off`. Before: a file is never
 /// written through an existing path, so the report went to `/dev/null.1` (created in `/dev`
 /// when run as root; for other users a "cannot write the JSON report" line), and the text report

@@ -464,7 +464,7 @@ fn a_bad_report_pattern_given_to_run_is_refused_before_starting() {
         ("on", "is not a path"),
         (
             "/dev/stdout",
-            "/dev/stdout is a device, pipe or socket, not a file",
+            "/dev/stdout is a device, pipe or socket or lies in /dev or /proc, not a file",
         ),
     ] {
         for option in ["--report", "--trace"] {

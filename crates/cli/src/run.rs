@@ -69,13 +69,29 @@ pub const DEFAULT_REPORT: &str = "cudablame-%h-%p.json";
 /// Makes the folder a report or trace pattern writes into (`common::pattern_dir`, the current
 /// folder when it has none) and checks that a file can be created there. The error names the
 /// real problem: a path component that is a file, a folder that cannot be made or written.
+///
+/// A path that is no file to write (`pattern::not_a_file`: a device, or in `/dev` or `/proc`)
+/// is refused first, so that `/dev/stdout` is named as such even where `/dev` cannot be
+/// written; a bare file name is checked after its folder, the current one, so that a job
+/// started in `/proc` hears that the current folder cannot be written.
 fn check_report_folder(pattern: &str) -> Result<(), String> {
-    if let Some(problem) = cudablame_report::pattern::not_a_file(&crate::common::expand_pattern(
+    let not_a_file = || match cudablame_report::pattern::not_a_file(&crate::common::expand_pattern(
         pattern,
         std::process::id(),
     )) {
-        return Err(problem);
+        Some(problem) => Err(problem),
+        None => Ok(()),
+    };
+    let in_current_folder = crate::common::pattern_dir(pattern).is_none();
+    if !in_current_folder {
+        not_a_file()?;
     }
+    check_folder(pattern)?;
+    not_a_file()
+}
+
+/// [`check_report_folder`]'s folder part: the folder can be made and a file created in it.
+fn check_folder(pattern: &str) -> Result<(), String> {
     let dir = crate::common::pattern_dir(pattern).unwrap_or_else(|| ".".into());
     // A component that exists and is not a folder: create_dir_all would say "File exists".
     if let Some(file) = dir

@@ -70,15 +70,29 @@ pub fn problem(pattern: &str) -> Option<String> {
 }
 
 /// Whether `path` (expanded) names something that is not a file or folder: a device, pipe or
-/// socket, directly or through a symlink (`/dev/stdout`, `/dev/stderr`, a FIFO). A report is a
-/// file written next to its final name and linked there (never following a symlink), so such a
-/// path would get a new file beside the device (`/dev/stdout.1`): the library and the command
-/// refuse it instead, in words for a warning.
+/// socket, directly or through a symlink (`/dev/stdout`, `/dev/stderr`, a FIFO), or anything in
+/// `/dev` (but `/dev/shm`, a memory file system) or `/proc`, as given or through its folder's
+/// real path. A report is a file written next to its final name and linked there (never
+/// following a symlink), so such a path would get a new file beside the device
+/// (`/dev/stdout.1`); `/dev/stdout` of a process whose output is a regular file is that file,
+/// which the device test alone let through (a fresh-user trial: the report went to a new
+/// `/dev/stdout.1`, made in `/dev` when run as root). The library and the command refuse such
+/// paths instead, in words for a warning.
 pub fn not_a_file(path: &str) -> Option<String> {
-    let m = std::fs::metadata(path).ok()?;
-    (!m.is_file() && !m.is_dir()).then(|| {
+    let system = |p: &std::path::Path| {
+        (p.starts_with("/dev") && !p.starts_with("/dev/shm")) || p.starts_with("/proc")
+    };
+    let p = std::path::Path::new(path);
+    let folder = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    let in_system = system(p) || std::fs::canonicalize(folder).is_ok_and(|d| system(&d));
+    (special || in_system).then(|| {
         format!(
-            "{path} is a device, pipe or socket, not a file: a JSON report is a file (off: none)"
+            "{path} is a device, pipe or socket or lies in /dev or /proc, not a file: a JSON \
+             report is a file (off: none)"
         )
     })
 }
@@ -177,6 +191,31 @@ pub fn os_reason(e: &std::io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Paths in /dev (but /dev/shm) and /proc are refused even where nothing exists yet or the
+    /// path resolves to a regular file; /dev/shm and ordinary folders are not.
+    #[test]
+    fn report_paths_in_dev_and_proc_are_refused() {
+        for p in [
+            "/dev/cudablame-r.json",
+            "/dev/stdout",
+            "/proc/self/cudablame-r.json",
+            "/dev/fd/../cudablame-r.json",
+        ] {
+            assert!(not_a_file(p).is_some(), "{p}");
+        }
+        let dir = std::env::temp_dir().join(format!("cb-pattern-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A symlinked folder that leads into /dev: its real path is checked.
+        let link = dir.join("to-dev");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/dev", &link).unwrap();
+        assert!(not_a_file(link.join("r.json").to_str().unwrap()).is_some());
+        for p in [dir.join("r.json"), "/dev/shm/cudablame-r.json".into()] {
+            assert_eq!(not_a_file(p.to_str().unwrap()), None, "{p:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_report_lands_in_a_folder_pattern_under_the_first_free_name() {
