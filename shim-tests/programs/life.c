@@ -4,6 +4,8 @@
  *
  * Usage: life SCENARIO [ARG]
  *   fork            parent faults (its report), forks; the child faults in a context of its own
+ *   fork_exit       three good kernels and a sync, then forks; the child makes no CUDA call and
+ *                   leaves with exit(0) (atexit handlers run), the parent after it
  *   exec            ok work, then exec of this program with "oob" (reports under the same pid)
  *   oob             one faulting kernel, reported by the read-back
  *   exit_nosync     kernels (one faulting) still queued when main returns: no report, no hang
@@ -138,6 +140,21 @@ static int scenario_fork(void) {
         printf("child_rc=%u\n", rc);
         fflush(stdout);
         _exit(rc == CUDA_ERROR_ILLEGAL_ADDRESS ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    printf("child_status=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    return 0;
+}
+
+static int scenario_fork_exit(void) {
+    for (int i = 0; i < 3; i++) launch(quick, NULL);
+    check("sync", p_cuCtxSynchronize());
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        printf("child_pid=%d\n", getpid());
+        exit(0);
     }
     int status = 0;
     waitpid(child, &status, 0);
@@ -296,6 +313,7 @@ int main(int argc, char **argv) {
     if (!strcmp(scenario, "plugin_deepbind")) return scenario_plugin(argv[2], 1);
     setup();
     if (!strcmp(scenario, "fork")) return scenario_fork();
+    if (!strcmp(scenario, "fork_exit")) return scenario_fork_exit();
     if (!strcmp(scenario, "exec")) return scenario_exec(argv[0]);
     if (!strcmp(scenario, "oob")) return scenario_oob();
     if (!strcmp(scenario, "exit_nosync")) {

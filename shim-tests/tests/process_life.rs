@@ -122,6 +122,31 @@ fn same_as_without(name: &str, program: &Path, args: &[&str]) -> Outcome {
     shimmed
 }
 
+/// `CUDABLAME_STATS` is printed by an exit handler, which a forked child inherits: every child
+/// that left with `exit` printed a stats line of its own, counting the parent's calls (a
+/// fresh-user trial: 200 forks, 201 lines). Only the process that registered it prints.
+#[test]
+fn a_forked_child_prints_no_stats_line() {
+    let r = run_in(
+        &scratch().join("fork-exit-stats"),
+        &life(),
+        &["fork_exit"],
+        shim_preload(),
+        &[("CUDABLAME_STATS", "on")],
+    );
+    assert_eq!(r.ending, "exit 0", "{}", r.stderr);
+    assert_eq!(r.printed("child_status"), "0");
+    let stats: Vec<&str> = (r.stderr.lines())
+        .filter(|l| l.starts_with("cudablame stats:"))
+        .collect();
+    assert_eq!(stats.len(), 1, "{}", r.stderr);
+    assert!(
+        stats[0].starts_with("cudablame stats: 3 recorded ops;"),
+        "{}",
+        stats[0]
+    );
+}
+
 #[test]
 fn forked_child_reports_its_own_error_under_its_own_pid() {
     let r = same_as_without("fork", &life(), &["fork"]);

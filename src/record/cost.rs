@@ -733,16 +733,28 @@ fn tick_reading_ns(scale: f64) -> f64 {
     last.saturating_sub(t0) as f64 * scale / N as f64
 }
 
+/// The process that registered [`print_at_exit`] (0: none yet).
+static AT_EXIT_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
 /// Registers [`print_at_exit`] at the first counted call (a recorded op or another call).
 #[inline]
 fn print_at_exit_once() {
     AT_EXIT.call_once(|| {
-        // SAFETY: registers a plain extern "C" function with no arguments.
+        // SAFETY: getpid cannot fail; atexit registers a plain extern "C" function with no
+        // arguments.
+        AT_EXIT_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
         unsafe { libc::atexit(print_at_exit) };
     });
 }
 
+/// Prints the stats line in the process that registered it only: a forked child inherits the
+/// handler and the parent's counters (found by a fresh-user trial: every child that left with
+/// `exit` printed the parent's numbers again). A child's own calls are therefore not printed.
 extern "C" fn print_at_exit() {
+    // SAFETY: getpid cannot fail.
+    if unsafe { libc::getpid() } != AT_EXIT_PID.load(Ordering::Relaxed) {
+        return;
+    }
     let _ = std::panic::catch_unwind(|| crate::safety::say(&line()));
 }
 
