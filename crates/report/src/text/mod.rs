@@ -59,6 +59,10 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
         .into()
 }
 
+/// Candidate lines the shortened details list (the rest are counted; `--verbose` and the JSON
+/// have them all).
+const CANDIDATES_SHOWN: usize = 12;
+
 /// Renders the report: the lead block (what to fix), then the details, shortened (the verbose
 /// form is `cudablame show --verbose`). Frames left out are said to be in the JSON report only
 /// when one was written (`r.path` set: the library renders after writing it).
@@ -154,7 +158,14 @@ pub fn render_with(
     if let Some(n) = &r.culprit.not_exact {
         let _ = writeln!(out, "    not exact: {n}");
     }
-    for (i, c) in r.culprit.candidates.iter().enumerate() {
+    // Shortened: the first CANDIDATES_SHOWN (a window of several streams far behind can have
+    // hundreds: 128 lines of a 211-line report in a fresh-user trial); the rest are counted.
+    let shown = if verbose {
+        r.culprit.candidates.len()
+    } else {
+        CANDIDATES_SHOWN
+    };
+    for (i, c) in r.culprit.candidates.iter().enumerate().take(shown) {
         let _ = writeln!(
             out,
             "    candidate {}: #{} {} (stream {}){}: {}",
@@ -167,6 +178,13 @@ pub fn render_with(
                 .map(|l| format!(", launched by {l}"))
                 .unwrap_or_default(),
             c.evidence
+        );
+    }
+    let more = r.culprit.candidates.len().saturating_sub(shown);
+    if more > 0 {
+        let _ = writeln!(
+            out,
+            "    ... and {more} more candidates (cudablame show --verbose)"
         );
     }
     let c = &r.reporting_call;
@@ -246,6 +264,39 @@ mod tests {
     use super::*;
     use crate::fixtures::sample;
     use crate::model::{Frame, PythonFrames};
+
+    /// The shortened details list the first 12 candidates and count the rest; `--verbose`
+    /// lists them all (a window of 128 filled most of a report: fresh-user trial).
+    #[test]
+    fn a_long_candidate_list_is_shortened_and_counted() {
+        let mut r = sample();
+        r.culprit.candidates = (1..=40)
+            .map(|seq| crate::model::Candidate {
+                seq,
+                stream: "legacy".into(),
+                kernel: Some(format!("k{seq}")),
+                launched_at: None,
+                evidence: "not completed".into(),
+                unknown_ops: 0,
+            })
+            .collect();
+        let short = render(&r);
+        let lines = |t: &str| {
+            t.lines()
+                .filter(|l| l.starts_with("    candidate "))
+                .count()
+        };
+        assert_eq!(lines(&short), 12, "{short}");
+        assert!(short.contains("    candidate 12: #12 k12 "), "{short}");
+        assert!(!short.contains("    candidate 13:"), "{short}");
+        assert!(
+            short.contains("    ... and 28 more candidates (cudablame show --verbose)"),
+            "{short}"
+        );
+        let all = render_verbose(&r);
+        assert_eq!(lines(&all), 40);
+        assert!(!all.contains("more candidates"));
+    }
 
     #[test]
     fn a_graph_is_named_by_all_its_kernels_never_by_its_last() {
