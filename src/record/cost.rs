@@ -740,9 +740,9 @@ static AT_EXIT_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32:
 #[inline]
 fn print_at_exit_once() {
     AT_EXIT.call_once(|| {
-        // SAFETY: getpid cannot fail; atexit registers a plain extern "C" function with no
-        // arguments.
+        // SAFETY: getpid cannot fail.
         AT_EXIT_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+        // SAFETY: registers a plain extern "C" function with no arguments.
         unsafe { libc::atexit(print_at_exit) };
     });
 }
