@@ -226,11 +226,23 @@ fn site_uncached(
                 {
                     return None;
                 }
+                // The unwind below must know every module loaded now (found by a fourth review:
+                // a site made within `RESCAN_NS` of a library's load unwound its copy without
+                // that library's rules, found one or two slots, and passed launches by other
+                // native paths, whose report then unwound the copy in full with the new list).
+                if !super::unwind::module_list_current(crate::clock::now_ns()) {
+                    return None;
+                }
                 let mut copy = StackCopy::new(bytes);
                 copy.fill(0, entry);
                 // One unwind of the new copy, on the launching thread: once per site.
                 let depth = crate::config::get().stack_depth;
                 let mut slots = copy.return_slots(depth)?;
+                // No frame past the entry point's: nothing to check a later launch against (an
+                // empty path passes every launch; found by a fourth review).
+                if slots.is_empty() {
+                    return None;
+                }
                 slots.sort_unstable_by_key(|&(at, _)| at); // `same_path` bounds the last
                 let path: Path = Box::leak(slots.into_boxed_slice());
                 let site = t.copies.len() as u32;
@@ -412,6 +424,33 @@ mod tests {
             another_outer_launch(k),
             None,
             "another path must copy its own stack"
+        );
+    }
+
+    /// A site made while the module list does not know the launching code (a library loaded
+    /// less than `RESCAN_NS` before the launch, as Triton's launcher modules are) keeps the
+    /// return slots of that short or frame-pointer-guessed unwind; the report later unwinds the
+    /// site's copy with the full list. A launch by another native path must not be given it.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_site_made_with_a_stale_module_list_does_not_take_other_paths() {
+        let _serial = super::super::unwind::TEST_LOCK.lock();
+        let k = key(0x5151_000b, 0xabf0);
+        let made = super::super::unwind::with_stale_module_list(|| outer_launch(k));
+        let Some(a) = made else {
+            return; // no site made: nothing shared
+        };
+        // The module list is the real one again: the site's copy unwinds through outer_launch.
+        let names = super::super::test_function_names(&unwind(a, 16));
+        assert!(
+            names.iter().any(|n| n.contains("outer_launch")),
+            "{names:?}"
+        );
+        forget_recent();
+        let other = another_outer_launch(k);
+        assert_eq!(
+            other, None,
+            "another path was given the site's stack, which shows outer_launch: {names:?}"
         );
     }
 

@@ -552,6 +552,21 @@ fn walk(
         .unwrap_or_else(|| unwind(&mut Cache::new_in()))
 }
 
+/// Whether the module list knows every module loaded now (checked now, not paced: a library
+/// loaded less than `RESCAN_NS` ago is in it), rebuilt first if it does not. False during a
+/// `dlclose`. A launch site's return slots must come from a current list (`stack::sites`).
+pub(crate) fn module_list_current(now_ns: u64) -> bool {
+    LAST_CHECK_NS.store(0, Ordering::Relaxed);
+    refresh(now_ns);
+    let counters = load_counters();
+    UNLOADING.load(Ordering::Acquire) == 0
+        && MODULES
+            .get()
+            .read()
+            .as_ref()
+            .is_some_and(|m| m.counters == counters)
+}
+
 /// Libraries being unloaded right now (`dlclose` in progress): no module list is built meanwhile.
 static UNLOADING: AtomicU64 = AtomicU64::new(0);
 
@@ -591,6 +606,22 @@ pub(crate) fn forget_after_fork() {
     MODULES.reset_in_child();
     SPANS.reset_in_child();
     LAST_CHECK_NS.store(0, Ordering::Relaxed);
+}
+
+/// Tests: runs `f` with a module list that does not know the modules the stack's frames are in
+/// (a stale list: the library they are in was loaded less than `RESCAN_NS` after the last
+/// check), then lets the next capture scan the real list again.
+#[cfg(test)]
+pub(crate) fn with_stale_module_list<T>(f: impl FnOnce() -> T) -> T {
+    *MODULES.get().write() = Some(Modules {
+        unwinder: Native::new(),
+        counters: (0, 0), // scanned before the launching code's library was loaded
+    });
+    LAST_CHECK_NS.store(super::super::record::now_ns(), Ordering::Relaxed);
+    let out = f();
+    MODULES.reset_in_child();
+    LAST_CHECK_NS.store(0, Ordering::Relaxed);
+    out
 }
 
 /// Serializes the unit tests that empty or replace the module list with those that need it.
