@@ -8,6 +8,8 @@ Usage: python3 py_launch.py SCENARIO [WORKDIR]
             execution faulting.
   reloaded  the kernel `second` launched from one line through a library unloaded and loaded
             again between the two launches; the second faults.
+  many_sites `good` launched from 200 distinct Python functions (200 launch sites), 5 rounds,
+            then the faulting `bad` once.
   two_paths the kernel `second` launched twice from one line through a library
             (PY_LAUNCH_LIB, two_paths_lib.c) by two native paths; the second faults.
   backward  a stand-in for torch's backward pass (a package named torch written under
@@ -94,6 +96,21 @@ def step():
 def one_site():
     for _ in range(50):
         cuda.cuLaunchKernel(nth, 2, 1, 1, 64, 1, 1, 0, None, None, None)  # @one_site
+
+
+def many_sites(sites=200, rounds=5):
+    """`good` from `sites` distinct functions (each its own code object: its own Python stack,
+    so its own launch site), `rounds` times over, then `bad`."""
+    fns = []
+    for i in range(sites):
+        ns = {"cuda": cuda, "good": good}
+        src = f"def site_{i}():\n    return cuda.cuLaunchKernel(good, 1, 1, 1, 32, 1, 1, 0, None, None, None)\n"
+        exec(compile(src, f"many_sites_{i}.py", "exec"), ns)
+        fns.append(ns[f"site_{i}"])
+    for _ in range(rounds):
+        for f in fns:
+            check("launch good", f())
+    launch_bad()
 
 
 def two_paths():
@@ -224,6 +241,8 @@ def main():
         one_site()
     elif scenario == "two_paths":
         two_paths()
+    elif scenario == "many_sites":
+        many_sites()
     elif scenario == "reloaded":
         reloaded()
     elif scenario == "backward":

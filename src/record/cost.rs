@@ -691,7 +691,7 @@ pub(crate) fn line() -> String {
     format!(
         "cudablame stats: {n_ops} recorded ops; mean ns per op: total {} = real call {real} + \
          cudablame {own} ({split}); marked {} of {n_ops} ops ({why}); held stacks unwound {}; \
-         held stack copies {}; launch sites {} ({} launches by another native path); other \
+         held stack copies {}; launch sites {} ({} launches by another native path, {} past the thread's recent sites); other \
          calls {}, cudablame ns per call {} ({}); whole hook: \
          {hook_ops} recorded ops, {} ns each; paused: {paused} ops, real call {} ns, whole hook {} \
          ns; recorded after the first pause: {steady} ops, real call {} ns, cudablame {st_own} ns \
@@ -703,6 +703,7 @@ pub(crate) fn line() -> String {
         total(|c| &c.held_copies),
         crate::stack::sites::count().0,
         crate::stack::sites::count().1,
+        crate::stack::sites::count().2,
         other_n,
         other_ns / other_n.max(1),
         others.join(", "),
