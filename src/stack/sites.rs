@@ -137,7 +137,7 @@ const RECENT: usize = SETS * WAYS;
 struct Recent {
     key: SiteKey,
     generation: u32,
-    /// Site index plus one (0: empty).
+    /// Site index plus one (0: empty; [`NO_SITE`]: none can be made).
     site: u32,
     path: Path,
 }
@@ -195,13 +195,32 @@ pub(crate) fn site_of(
         let r = r.borrow();
         (r[slot * WAYS..(slot + 1) * WAYS].iter())
             .find(|s| s.site != 0 && s.key == key && s.generation == generation)
-            .map(|s| (s.site - 1, s.path))
+            .map(|s| (s.site, s.path))
     });
     match hit {
-        Some(Some((site, path))) if same_path(entry, path, bounds) => Some((site, 0)),
+        Some(Some((NO_SITE, _))) => None,
+        Some(Some((site, path))) if same_path(entry, path, bounds) => Some((site - 1, 0)),
         Some(Some(_)) => other_path(),
         _ => site_uncached(key, entry, bytes, bounds, generation, slot),
     }
+}
+
+/// A recent-sites entry for a key that can make no site on this thread for good (the table
+/// full, the thread's stack bounds unknown or the stack pointer outside them, too little stack
+/// left at that depth): its launches copy their own stack without taking the table's lock
+/// each time (found by a fourth review). Not for a failed unwind (a `dlclose` in progress):
+/// that key is tried again.
+const NO_SITE: u32 = u32::MAX;
+
+/// Puts `entry` first in its set of this thread's recent sites (the set's older entries move
+/// down one, its last is dropped).
+fn remember(slot: usize, entry: Recent) {
+    let _ = RECENT_SITES.with(|r| {
+        let mut r = r.borrow_mut();
+        let set = &mut r[slot * WAYS..(slot + 1) * WAYS];
+        set.rotate_right(1);
+        set[0] = entry;
+    });
 }
 
 /// A launch from a known site by another native path: counted, and copied per launch. Cold.
@@ -228,8 +247,8 @@ fn site_uncached(
     let mut copied = 0;
     let (site, path) = {
         let mut t = TABLE.get().lock();
-        match t.index.get(&key) {
-            Some(&site) => (site, t.paths[site as usize]),
+        match t.index.get(&key).copied() {
+            Some(site) => (site, t.paths[site as usize]),
             None => {
                 // Unknown stack bounds, or a stack pointer outside them (a signal stack): no
                 // copy to take, so no site (found by review: an empty site's launches were
@@ -241,6 +260,16 @@ fn site_uncached(
                     || !(lo..hi).contains(&entry.rsp)
                     || entry.rsp - lo < NEW_SITE_STACK_ROOM
                 {
+                    drop(t);
+                    remember(
+                        slot,
+                        Recent {
+                            key,
+                            generation,
+                            site: NO_SITE,
+                            path: &[],
+                        },
+                    );
                     return None;
                 }
                 // The unwind below must know every module loaded now (found by a fourth review:
@@ -273,18 +302,15 @@ fn site_uncached(
             }
         }
     };
-    // The newest first: the set's older entries move down one, its last is dropped.
-    let _ = RECENT_SITES.with(|r| {
-        let mut r = r.borrow_mut();
-        let set = &mut r[slot * WAYS..(slot + 1) * WAYS];
-        set.rotate_right(1);
-        set[0] = Recent {
+    remember(
+        slot,
+        Recent {
             key,
             generation,
             site: site + 1,
             path,
-        };
-    });
+        },
+    );
     if copied == 0 && !same_path(entry, path, bounds) {
         return other_path();
     }
@@ -475,6 +501,34 @@ mod tests {
             other, None,
             "another path was given the site's stack, which shows outer_launch: {names:?}"
         );
+    }
+
+    /// A key that can make no site on this thread (here: the stack pointer outside the
+    /// thread's stack) is remembered as such: its later launches take no table lock.
+    #[test]
+    fn a_key_that_can_make_no_site_does_not_take_the_tables_lock_again() {
+        let _serial = super::super::unwind::TEST_LOCK.lock();
+        let bounds = crate::stack::unwind::stack_bounds();
+        let outside = EntryRegs {
+            rip: 0,
+            rsp: 64,
+            rbp: 0,
+        };
+        let k = key(0x5151_2000, 0xd00d0);
+        forget_recent();
+        for _ in 0..5 {
+            assert_eq!(site_of(k, &outside, 4096, bounds), None);
+        }
+        // Remembered in the thread's cache as making no site (a hit returns at once); the
+        // process-wide miss count is not asserted: other tests may launch meanwhile.
+        let remembered = RECENT_SITES
+            .with(|r| {
+                (r.borrow().iter())
+                    .filter(|e| e.key == k && e.site == NO_SITE)
+                    .count()
+            })
+            .unwrap();
+        assert_eq!(remembered, 1);
     }
 
     #[test]
