@@ -86,9 +86,8 @@ struct Table {
 static OTHER_PATHS: AtomicUsize = AtomicUsize::new(0);
 
 /// Launches that missed their thread's recent sites and took the table's lock
-/// ([`site_uncached`]): a site's first launch on each thread, a slot taken by another key since
-/// (the cache is direct mapped), and launches that make no site (the table full, unknown stack
-/// bounds, little stack left).
+/// ([`site_uncached`]): a site's first launch on each thread, an entry evicted by other keys of
+/// its set since, and the first launch of a key that makes no site (then remembered as such).
 static UNCACHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether the live stack above `entry` holds `path`'s return addresses where the site's copy
@@ -207,10 +206,26 @@ pub(crate) fn site_of(
 
 /// A recent-sites entry for a key that can make no site on this thread for good (the table
 /// full, the thread's stack bounds unknown or the stack pointer outside them, too little stack
-/// left at that depth): its launches copy their own stack without taking the table's lock
-/// each time (found by a fourth review). Not for a failed unwind (a `dlclose` in progress):
-/// that key is tried again.
+/// left at that depth, a copy whose frames could not all be found): its launches copy their own
+/// stack without taking the table's lock each time (found by a fourth and a fifth review). Not
+/// while the module list cannot be brought up to date (a `dlclose` in progress): that key is
+/// tried again.
 const NO_SITE: u32 = u32::MAX;
+
+/// Remembers that `key` makes no site on this thread ([`NO_SITE`]); returns `None`.
+#[cold]
+fn no_site(key: SiteKey, generation: u32, slot: usize) -> Option<(u32, usize)> {
+    remember(
+        slot,
+        Recent {
+            key,
+            generation,
+            site: NO_SITE,
+            path: &[],
+        },
+    );
+    None
+}
 
 /// Puts `entry` first in its set of this thread's recent sites (the set's older entries move
 /// down one, its last is dropped).
@@ -261,16 +276,7 @@ fn site_uncached(
                     || entry.rsp - lo < NEW_SITE_STACK_ROOM
                 {
                     drop(t);
-                    remember(
-                        slot,
-                        Recent {
-                            key,
-                            generation,
-                            site: NO_SITE,
-                            path: &[],
-                        },
-                    );
-                    return None;
+                    return no_site(key, generation, slot);
                 }
                 // The unwind below must know every module loaded now (found by a fourth review:
                 // a site made within `RESCAN_NS` of a library's load unwound its copy without
@@ -283,12 +289,17 @@ fn site_uncached(
                 copy.fill(0, entry);
                 // One unwind of the new copy, on the launching thread: once per site.
                 let depth = crate::config::get().stack_depth;
-                let mut slots = copy.return_slots(depth)?;
-                // No frame past the entry point's: nothing to check a later launch against (an
-                // empty path passes every launch; found by a fourth review).
-                if slots.is_empty() {
-                    return None;
-                }
+                // No frame past the entry point's, or a frame whose return address was not
+                // found in the copy: nothing to check a later launch against (an empty path
+                // passes every launch; found by a fourth review). With the module list current,
+                // the same key (the same depth, so the same frames) fares the same next time:
+                // remembered, else its every launch would take the lock and unwind again (a
+                // fifth review).
+                let slots = copy.return_slots(depth).filter(|s| !s.is_empty());
+                let Some(mut slots) = slots else {
+                    drop(t);
+                    return no_site(key, generation, slot);
+                };
                 slots.sort_unstable_by_key(|&(at, _)| at); // `same_path` bounds the last
                 let path: Path = Box::leak(slots.into_boxed_slice());
                 let site = t.copies.len() as u32;
@@ -521,6 +532,31 @@ mod tests {
         }
         // Remembered in the thread's cache as making no site (a hit returns at once); the
         // process-wide miss count is not asserted: other tests may launch meanwhile.
+        let remembered = RECENT_SITES
+            .with(|r| {
+                (r.borrow().iter())
+                    .filter(|e| e.key == k && e.site == NO_SITE)
+                    .count()
+            })
+            .unwrap();
+        assert_eq!(remembered, 1);
+    }
+
+    /// A copy too short to hold the caller's return address (8 bytes) gives no path: the key
+    /// is remembered as making no site, not tried again at every launch (a fifth review: each
+    /// launch took the table's lock, copied and unwound).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_key_whose_copy_gives_no_path_is_remembered() {
+        let _serial = super::super::unwind::TEST_LOCK.lock();
+        let k = key(0x5151_3000, 0xd00e0);
+        forget_recent();
+        for _ in 0..3 {
+            let regs = EntryRegs::here();
+            let got = site_of(k, &regs, 8, crate::stack::unwind::stack_bounds());
+            std::hint::black_box(&regs);
+            assert_eq!(got, None);
+        }
         let remembered = RECENT_SITES
             .with(|r| {
                 (r.borrow().iter())

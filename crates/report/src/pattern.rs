@@ -78,17 +78,29 @@ pub fn problem(pattern: &str) -> Option<String> {
 /// which the device test alone let through (a fresh-user trial: the report went to a new
 /// `/dev/stdout.1`, made in `/dev` when run as root). The library and the command refuse such
 /// paths instead, in words for a warning.
+///
+/// The folder checked is the one the report lands in ([`file_path`]: the path itself for a
+/// folder pattern, else its parent), by the real path of its nearest existing ancestor, so that
+/// a symlink to `/dev` given as a folder (`link/`), `/dev/shm/..`, or a folder still to be made
+/// under such a link are refused too (a fifth review).
 pub fn not_a_file(path: &str) -> Option<String> {
-    let system = |p: &std::path::Path| {
-        (p.starts_with("/dev") && !p.starts_with("/dev/shm")) || p.starts_with("/proc")
-    };
-    let p = std::path::Path::new(path);
+    use std::path::Path;
+    let system =
+        |p: &Path| (p.starts_with("/dev") && !p.starts_with("/dev/shm")) || p.starts_with("/proc");
+    let p = Path::new(path);
+    let is_folder = path.ends_with('/') || std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
     let folder = match p.parent() {
+        _ if is_folder => p,
         Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
+        _ => Path::new("."),
     };
+    let real_folder = folder
+        .ancestors()
+        .filter(|a| !a.as_os_str().is_empty())
+        .chain([Path::new(".")])
+        .find_map(|a| std::fs::canonicalize(a).ok());
     let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
-    let in_system = system(p) || std::fs::canonicalize(folder).is_ok_and(|d| system(&d));
+    let in_system = system(p) || real_folder.is_some_and(|d| system(&d));
     (special || in_system).then(|| {
         format!(
             "{path} is a device, pipe or socket or lies in /dev or /proc, not a file: a JSON \
@@ -211,7 +223,22 @@ mod tests {
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink("/dev", &link).unwrap();
         assert!(not_a_file(link.join("r.json").to_str().unwrap()).is_some());
-        for p in [dir.join("r.json"), "/dev/shm/cudablame-r.json".into()] {
+        // As a folder (the report lands inside), through `..`, and a folder still to be made
+        // under the link.
+        for p in [
+            format!("{}/", link.display()),
+            "/dev/shm/..".into(),
+            "/dev/shm/../".into(),
+            format!("{}/new/r.json", link.display()),
+        ] {
+            assert!(not_a_file(&p).is_some(), "{p}");
+        }
+        for p in [
+            dir.join("r.json"),
+            dir.join("new/deeper/r.json"),
+            format!("{}/", dir.display()).into(),
+            "/dev/shm/cudablame-r.json".into(),
+        ] {
             assert_eq!(not_a_file(p.to_str().unwrap()), None, "{p:?}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
