@@ -389,6 +389,17 @@ mod tests {
         site
     }
 
+    /// How many of this thread's recent-site entries remember `k` as making no site.
+    fn remembered_as_no_site(k: SiteKey) -> usize {
+        RECENT_SITES
+            .with(|r| {
+                (r.borrow().iter())
+                    .filter(|e| e.key == k && e.site == NO_SITE)
+                    .count()
+            })
+            .unwrap()
+    }
+
     /// Forgets this thread's recent sites: its next launch finds its site in the table.
     fn forget_recent() {
         let _ = RECENT_SITES.with(|r| r.borrow_mut().fill(EMPTY));
@@ -497,9 +508,11 @@ mod tests {
         let _serial = super::super::unwind::TEST_LOCK.lock();
         let k = key(0x5151_000b, 0xabf0);
         let made = super::super::unwind::with_stale_module_list(|| outer_launch(k));
-        let Some(a) = made else {
-            return; // no site made: nothing shared
-        };
+        // The module list is brought up to date first, so the site is made, with every frame's
+        // slot (without that, the stale unwind either made a site of one or two slots or, since
+        // a copy that misses a frame's slot makes none, no site: the test returned early
+        // and no longer checked anything).
+        let a = made.expect("a site, its copy unwound with the current module list");
         // The module list is the real one again: the site's copy unwinds through outer_launch.
         let names = super::super::test_function_names(&unwind(a, 16));
         assert!(
@@ -532,14 +545,7 @@ mod tests {
         }
         // Remembered in the thread's cache as making no site (a hit returns at once); the
         // process-wide miss count is not asserted: other tests may launch meanwhile.
-        let remembered = RECENT_SITES
-            .with(|r| {
-                (r.borrow().iter())
-                    .filter(|e| e.key == k && e.site == NO_SITE)
-                    .count()
-            })
-            .unwrap();
-        assert_eq!(remembered, 1);
+        assert_eq!(remembered_as_no_site(k), 1);
     }
 
     /// A copy too short to hold the caller's return address (8 bytes) gives no path: the key
@@ -557,14 +563,7 @@ mod tests {
             std::hint::black_box(&regs);
             assert_eq!(got, None);
         }
-        let remembered = RECENT_SITES
-            .with(|r| {
-                (r.borrow().iter())
-                    .filter(|e| e.key == k && e.site == NO_SITE)
-                    .count()
-            })
-            .unwrap();
-        assert_eq!(remembered, 1);
+        assert_eq!(remembered_as_no_site(k), 1);
     }
 
     #[test]
