@@ -282,6 +282,7 @@ fn site_uncached(
                 // a site made within `RESCAN_NS` of a library's load unwound its copy without
                 // that library's rules, found one or two slots, and passed launches by other
                 // native paths, whose report then unwound the copy in full with the new list).
+                let epoch = super::unwind::unload_epoch();
                 if !super::unwind::module_list_current(crate::clock::now_ns()) {
                     return None;
                 }
@@ -294,10 +295,14 @@ fn site_uncached(
                 // passes every launch; found by a fourth review). With the module list current,
                 // the same key (the same depth, so the same frames) fares the same next time:
                 // remembered, else its every launch would take the lock and unwind again (a
-                // fifth review).
+                // fifth review); but not when a `dlclose` began meanwhile (the unwind then found
+                // no module list): that key is tried again.
                 let slots = copy.return_slots(depth).filter(|s| !s.is_empty());
                 let Some(mut slots) = slots else {
                     drop(t);
+                    if super::unwind::unload_epoch() != epoch {
+                        return None;
+                    }
                     return no_site(key, generation, slot);
                 };
                 slots.sort_unstable_by_key(|&(at, _)| at); // `same_path` bounds the last

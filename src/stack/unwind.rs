@@ -356,29 +356,33 @@ fn scan() -> Modules {
 /// Rebuilds the module list if it is missing or, at most every [`RESCAN_NS`], if modules were
 /// loaded or unloaded since.
 fn refresh(now_ns: u64) {
-    refresh_with(now_ns, scan);
+    refresh_with(now_ns, true, scan);
 }
 
 /// What [`refresh_with`] did.
 #[derive(Debug, PartialEq)]
 enum Refreshed {
-    /// The list is fresh enough (or a `dlclose` is in progress): nothing scanned.
-    Unchanged,
+    /// Not checked: the list was checked less than [`RESCAN_NS`] ago (paced), or a `dlclose` is
+    /// in progress.
+    Skipped,
+    /// Checked: the list knows every module loaded now.
+    Current,
     /// A new list was scanned and stored.
     Stored,
     /// A new list was scanned while a `dlclose` began or ended: dropped.
     Dropped,
 }
 
-/// [`refresh`] with the module scan given (tests make a `dlclose` happen during it).
-fn refresh_with(now_ns: u64, scan: impl FnOnce() -> Modules) -> Refreshed {
+/// [`refresh`] with the module scan given (tests make a `dlclose` happen during it); `paced`:
+/// skipped if the list was checked less than [`RESCAN_NS`] ago.
+fn refresh_with(now_ns: u64, paced: bool, scan: impl FnOnce() -> Modules) -> Refreshed {
     if UNLOADING.load(Ordering::Acquire) > 0 {
-        return Refreshed::Unchanged;
+        return Refreshed::Skipped;
     }
     let last = LAST_CHECK_NS.load(Ordering::Relaxed);
     let have = MODULES.get().read().is_some();
-    if have && now_ns.saturating_sub(last) < RESCAN_NS {
-        return Refreshed::Unchanged;
+    if paced && have && now_ns.saturating_sub(last) < RESCAN_NS {
+        return Refreshed::Skipped;
     }
     LAST_CHECK_NS.store(now_ns, Ordering::Relaxed);
     let epoch = UNLOAD_EPOCH.load(Ordering::Acquire);
@@ -389,7 +393,7 @@ fn refresh_with(now_ns: u64, scan: impl FnOnce() -> Modules) -> Refreshed {
         .as_ref()
         .is_some_and(|m| m.counters == counters)
     {
-        return Refreshed::Unchanged;
+        return Refreshed::Current;
     }
     let fresh = scan();
     // A `dlclose` that began during the scan may have unmapped a module the scan listed: the list
@@ -556,15 +560,16 @@ fn walk(
 /// loaded less than `RESCAN_NS` ago is in it), rebuilt first if it does not. False during a
 /// `dlclose`. A launch site's return slots must come from a current list (`stack::sites`).
 pub(crate) fn module_list_current(now_ns: u64) -> bool {
-    LAST_CHECK_NS.store(0, Ordering::Relaxed);
-    refresh(now_ns);
-    let counters = load_counters();
-    UNLOADING.load(Ordering::Acquire) == 0
-        && MODULES
-            .get()
-            .read()
-            .as_ref()
-            .is_some_and(|m| m.counters == counters)
+    matches!(
+        refresh_with(now_ns, false, scan),
+        Refreshed::Current | Refreshed::Stored
+    )
+}
+
+/// Bumped when a `dlclose` begins and when it ends ([`UNLOAD_EPOCH`]): an unwind between two
+/// equal readings ran with no module unloaded meanwhile.
+pub(crate) fn unload_epoch() -> u64 {
+    UNLOAD_EPOCH.load(Ordering::Acquire)
 }
 
 /// Libraries being unloaded right now (`dlclose` in progress): no module list is built meanwhile.
@@ -638,24 +643,24 @@ mod tests {
     fn a_module_list_scanned_during_a_dlclose_is_not_stored() {
         let _serial = TEST_LOCK.lock();
         // Other tests unwind meanwhile: retry until this one's refresh is the one that scans.
-        let mut outcome = Refreshed::Unchanged;
+        let mut outcome = Refreshed::Skipped;
         for _ in 0..100 {
             MODULES.reset_in_child();
-            outcome = refresh_with(u64::MAX / 2, || {
+            outcome = refresh_with(u64::MAX / 2, true, || {
                 let m = scan();
                 UNLOAD_EPOCH.fetch_add(1, Ordering::AcqRel); // a dlclose begins
                 m
             });
-            if outcome != Refreshed::Unchanged {
+            if !matches!(outcome, Refreshed::Skipped | Refreshed::Current) {
                 break;
             }
         }
         assert_eq!(outcome, Refreshed::Dropped);
-        let mut outcome = Refreshed::Unchanged;
+        let mut outcome = Refreshed::Skipped;
         for _ in 0..100 {
             MODULES.reset_in_child();
-            outcome = refresh_with(u64::MAX / 2, scan);
-            if outcome != Refreshed::Unchanged {
+            outcome = refresh_with(u64::MAX / 2, true, scan);
+            if !matches!(outcome, Refreshed::Skipped | Refreshed::Current) {
                 break;
             }
         }
