@@ -23,6 +23,71 @@ pub(crate) fn disabled() -> bool {
     DISABLED.load(Ordering::Relaxed)
 }
 
+/// The hot path's one switch: 0 when a hooked call may take the common path (everything set up,
+/// recording, nothing measured, cudablame on), else the [`Gate`] bits that send it the general
+/// way. One relaxed load per hooked call instead of one per condition (each of which also
+/// brought its own cold code into the hot path's cache lines).
+#[link_section = "cudablame_hot"] // read by every hook: see lib.rs
+static GATE: AtomicU8 = AtomicU8::new(Gate::NOT_READY);
+
+/// The reasons a hooked call takes the general path ([`gate`]).
+pub(crate) struct Gate;
+
+impl Gate {
+    /// Not yet set up: the driver, the configuration, the panic hook or the fork handler
+    /// (`interpose` sets them up, then clears this bit).
+    pub(crate) const NOT_READY: u8 = 1;
+    /// An internal error turned cudablame off ([`disabled`]).
+    pub(crate) const DISABLED: u8 = 2;
+    /// A benchmark paused recording (`interpose::pause`).
+    pub(crate) const PAUSED: u8 = 4;
+    /// `CUDABLAME_STATS`: the ops are timed.
+    pub(crate) const TIMED: u8 = 8;
+}
+
+/// The [`Gate`] bits set now (0: the common path).
+#[inline(always)]
+pub(crate) fn gate() -> u8 {
+    GATE.load(Ordering::Relaxed)
+}
+
+/// Sets (`on`) or clears the gate bits `bits`.
+pub(crate) fn set_gate(bits: u8, on: bool) {
+    if on {
+        GATE.fetch_or(bits, Ordering::Relaxed);
+    } else {
+        GATE.fetch_and(!bits, Ordering::Relaxed);
+    }
+}
+
+/// Turns cudablame off for good (the first panic in its code).
+fn disable() {
+    DISABLED.store(true, Ordering::Relaxed);
+    set_gate(Gate::DISABLED, true);
+}
+
+/// Whether the panic hook is installed ([`catching`] installs it on first use).
+pub(crate) fn panic_hook_installed() -> bool {
+    HOOK.load(Ordering::Acquire) == 2
+}
+
+/// [`guarded`] for the common path, where the gate said cudablame is on and the panic hook is
+/// installed: `None` if `f` panicked (then cudablame is off from now on) or if a panic since the
+/// gate was read turned it off.
+#[inline(always)]
+pub(crate) fn contained<T>(f: impl FnOnce() -> T) -> Option<T> {
+    if disabled() {
+        return None;
+    }
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            disable();
+            None
+        }
+    }
+}
+
 /// Runs cudablame's own work, never letting a panic cross into the program: `None` if it
 /// panicked, or if an earlier panic turned cudablame off.
 #[inline]
@@ -48,7 +113,7 @@ pub(crate) fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(v) => Some(v),
         Err(_) => {
-            DISABLED.store(true, Ordering::Relaxed);
+            disable();
             None
         }
     }
@@ -58,7 +123,7 @@ pub(crate) fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
 /// its own, untouched): one line, the first time, instead of a message and a backtrace hint.
 fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        DISABLED.store(true, Ordering::Relaxed);
+        disable();
         static SAID: AtomicBool = AtomicBool::new(false);
         if SAID.swap(true, Ordering::Relaxed) {
             return;

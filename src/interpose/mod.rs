@@ -64,8 +64,36 @@ pub(crate) fn hook(
 /// exported wrapper that calls it keeps a frame of about 100 bytes, where the stack copy starts
 /// (`entry`). Inlined into the wrapper, the hook's locals made that frame 984 bytes, copied with
 /// every launch and never worth a frame in a report.
+///
+/// The common case (cudablame set up, recording, not measuring: [`crate::safety::gate`] is 0)
+/// takes one load of the gate and one of the driver's function, then [`record_call`]; anything
+/// else goes through [`run_general`], out of line, so that the common path's code stays in as
+/// few cache lines as possible (the hook's cost in a host-bound PyTorch step is mostly its own
+/// code and data missing the caches, issue 21).
 #[inline(never)]
 fn run(
+    ep: EntryPoint,
+    entry: &crate::stack::EntryRegs,
+    describe: &dyn Fn() -> Call,
+    call_real: &dyn Fn(usize) -> CUresult,
+) -> CUresult {
+    if crate::safety::gate() == 0 {
+        if let Some(d) = real::found_driver() {
+            let real = d.real[ep as usize];
+            if real != 0 {
+                return record_call::<false>(d, ep, entry, describe, call_real, real, 0);
+            }
+        }
+    }
+    run_general(ep, entry, describe, call_real)
+}
+
+/// [`run`] when the gate is not open: the first calls (finding the driver, reading the
+/// configuration, installing the panic hook and the fork handler, then opening the gate), a
+/// paused benchmark, cudablame turned off by an internal error, `CUDABLAME_STATS`.
+#[cold]
+#[inline(never)]
+fn run_general(
     ep: EntryPoint,
     entry: &crate::stack::EntryRegs,
     describe: &dyn Fn() -> Call,
@@ -75,9 +103,8 @@ fn run(
     if real == 0 {
         return CUDA_ERROR_NOT_INITIALIZED;
     }
-    let real_call = || call_real(real);
     if crate::safety::disabled() {
-        return real_call();
+        return call_real(real);
     }
     // The hook's entry, for the whole hook's time under `CUDABLAME_STATS` (0: not measuring).
     let entered = record::cost::start();
@@ -88,17 +115,59 @@ fn run(
     if pause::paused() {
         match while_paused(describe) {
             Paused::Kept => {}
-            Paused::Op => return record::cost::paused_op(entered, real_call),
+            Paused::Op => return record::cost::paused_op(entered, || call_real(real)),
             Paused::Other => {
                 record::cost::break_gap(entered);
-                return real_call();
+                return call_real(real);
             }
         }
     }
+    crate::safety::register_fork_handler(after_fork_in_child);
+    let Some(d) = real::found_driver() else {
+        // No driver found (a `RTLD_NEXT` definition): nothing to record against.
+        return call_real(real);
+    };
+    open_gate();
+    if entered != 0 {
+        record_call::<true>(d, ep, entry, describe, call_real, real, entered)
+    } else {
+        record_call::<false>(d, ep, entry, describe, call_real, real, 0)
+    }
+}
+
+/// Opens the gate ([`crate::safety::Gate::NOT_READY`]) once everything the common path relies on
+/// is set up: the driver found, the configuration read, the panic hook installed (by the first
+/// [`crate::safety::catching`]) and the fork handler registered (the caller's). With
+/// `CUDABLAME_STATS` the gate stays shut ([`crate::safety::Gate::TIMED`]): every op is timed.
+fn open_gate() {
+    use crate::safety::{set_gate, Gate};
+    if crate::safety::gate() & Gate::NOT_READY == 0 {
+        return;
+    }
+    set_gate(Gate::TIMED, crate::config::get().stats);
+    if crate::safety::panic_hook_installed() {
+        set_gate(Gate::NOT_READY, false);
+    }
+}
+
+/// A hooked call while recording: describe it, record around the real call (`real`, the
+/// driver's function, called through `call_real`), observe its result. `TIMED`: under
+/// `CUDABLAME_STATS`, from `entered` ([`record::cost::start`]). A nested hooked call (the
+/// driver calling itself through an exported symbol) only makes the real call.
+#[inline(always)]
+fn record_call<const TIMED: bool>(
+    d: &'static real::Driver,
+    ep: EntryPoint,
+    entry: &crate::stack::EntryRegs,
+    describe: &dyn Fn() -> Call,
+    call_real: &dyn Fn(usize) -> CUresult,
+    real: usize,
+    entered: u64,
+) -> CUresult {
+    let real_call = || call_real(real);
     if !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false) {
         return real_call();
     }
-    crate::safety::register_fork_handler(after_fork_in_child);
     struct Leave;
     impl Drop for Leave {
         fn drop(&mut self) {
@@ -110,36 +179,62 @@ fn run(
         crate::config::test_panic(crate::config::PanicPoint::Describe);
         describe()
     };
-    let Some(call) = crate::safety::guarded(describe) else {
+    let Some(call) = crate::safety::contained(describe) else {
         return real_call();
     };
-    // A recorded op times itself (`record::cost::Timeline`); any other call is timed here.
-    let (rc, unrecorded, time, teardown) = match call {
+    match call {
         Call::Enqueue(launch) => {
-            let (rc, unrecorded) = record::enqueue(ep, launch, entry, entered, &real_call);
-            (rc, unrecorded, None, None)
+            let (rc, unrecorded) =
+                record::enqueue::<TIMED>(d, ep, launch, entry, entered, &real_call);
+            if rc == CUDA_SUCCESS {
+                // An op that failed (recorded by none) has no whole hook.
+                if TIMED {
+                    record::cost::whole_hook(entered);
+                }
+            } else {
+                enqueue_failed(ep, launch, rc, unrecorded);
+            }
+            rc
         }
-        _ => {
-            let mut time = record::cost::OtherCall::from(entered);
-            let mark = crate::safety::guarded(|| record::before(ep, &call)).flatten();
-            let rc = time.real(real_call);
-            let teardown =
-                crate::safety::guarded(|| record::after(ep, &call, mark, rc, entry)).flatten();
-            (rc, None, Some(time), teardown)
-        }
-    };
-    // cudablame's time in the call ends here: a report built below is not its cost, and an op
-    // that failed (recorded by none) has no whole hook.
-    match time {
-        Some(time) => time.finish(ep),
-        None if rc == CUDA_SUCCESS => record::cost::whole_hook(entered),
-        None => {}
+        call => other_call(ep, entry, &call, entered, &real_call),
     }
+}
+
+/// An op whose real call failed: observed (the report of a sticky error, or the line of a
+/// refused launch). Cold, out of line: the common path's code stays dense.
+#[cold]
+#[inline(never)]
+fn enqueue_failed(
+    ep: EntryPoint,
+    launch: record::Launch,
+    rc: CUresult,
+    unrecorded: Option<record::OpRecord>,
+) {
+    crate::safety::guarded(|| detect::observe(ep, &Call::Enqueue(launch), rc, unrecorded));
+}
+
+/// A hooked call that enqueues no op (a synchronization, a query, an event or memory call, the
+/// graph table's calls): recorded around its real call and observed. Out of line: not the
+/// launches' path.
+#[inline(never)]
+fn other_call(
+    ep: EntryPoint,
+    entry: &crate::stack::EntryRegs,
+    call: &Call,
+    entered: u64,
+    real_call: &dyn Fn() -> CUresult,
+) -> CUresult {
+    let mut time = record::cost::OtherCall::from(entered);
+    let mark = crate::safety::guarded(|| record::before(ep, call)).flatten();
+    let rc = time.real(real_call);
+    let teardown = crate::safety::guarded(|| record::after(ep, call, mark, rc, entry)).flatten();
+    // cudablame's time in the call ends here: a report built below is not its cost.
+    time.finish(ep);
     if rc != CUDA_SUCCESS {
         // `observe` is cold: this block is laid out away from the recording path's code. (Not a
         // function of its own: its frame would come on top of the report path's, which a
         // small-stack thread must fit, `robust.rs`.)
-        crate::safety::guarded(|| detect::observe(ep, &call, rc, unrecorded));
+        crate::safety::guarded(|| detect::observe(ep, call, rc, None));
     }
     // A context the call ended (`cuCtxDestroy`, a primary-context reset or last release, which
     // destroy it even when they return a sticky error) is forgotten only now: the report of

@@ -40,7 +40,9 @@ pub extern "C" fn cudablame_pause(paused: c_int) -> c_int {
     if paused != 0 {
         crate::record::note_paused();
     }
-    c_int::from(PAUSED.swap(paused != 0, Ordering::Relaxed))
+    let was = PAUSED.swap(paused != 0, Ordering::Relaxed);
+    crate::safety::set_gate(crate::safety::Gate::PAUSED, paused != 0);
+    c_int::from(was)
 }
 
 #[cfg(test)]

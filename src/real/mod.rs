@@ -165,6 +165,13 @@ pub(crate) fn driver_near(hint: usize) -> Option<&'static Driver> {
     }
 }
 
+/// The driver if it was found already (never looks for it): the common path's one load, where
+/// [`driver`] may search.
+#[inline(always)]
+pub(crate) fn found_driver() -> Option<&'static Driver> {
+    DRIVER.get()
+}
+
 /// [`driver_near`] before the driver is known: finds it, out of line (the hooks ask for the
 /// driver several times per call).
 #[cold]

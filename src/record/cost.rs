@@ -308,8 +308,10 @@ fn ns_per_tick() -> f64 {
 /// The phases of one recorded op, timed on the launching thread: each [`lap`](Self::lap) ends
 /// one phase and starts the next (one tick reading a phase), and [`finish`](Self::finish) adds
 /// them all to the thread's counters at once (one thread-local lookup per op). Inert (no reading)
-/// when not measuring.
-pub(crate) struct Timeline {
+/// when not measuring; with `TIMED` false (the common path, `CUDABLAME_STATS` off: see
+/// `safety::gate`) every method compiles to nothing, so the recording path carries no timing
+/// code at all.
+pub(crate) struct Timeline<const TIMED: bool = true> {
     /// The last reading (0: not measuring).
     last: u64,
     /// Each phase is timed (`CUDABLAME_STATS=on`); else (`total`) only the real call's edges
@@ -318,29 +320,24 @@ pub(crate) struct Timeline {
     ticks: [u64; PHASES],
 }
 
-impl Timeline {
+impl<const TIMED: bool> Timeline<TIMED> {
     /// Starts timing an op from the hook's entry, `entered` (its [`start`] reading; 0: not
     /// measuring): the hook's prelude (describing the call, the pause and reentry checks) is
     /// cudablame's own time too, counted as [`Phase::Rest`].
     #[inline]
-    pub(crate) fn from(entered: u64) -> Timeline {
+    pub(crate) fn from(entered: u64) -> Self {
         Timeline {
-            last: entered,
-            phases: entered != 0 && phases_enabled(),
+            last: if TIMED { entered } else { 0 },
+            phases: TIMED && entered != 0 && phases_enabled(),
             ticks: [0; PHASES],
         }
-    }
-
-    /// A timeline that times nothing (an op whose cost is not counted: a blocking copy).
-    pub(crate) fn none() -> Timeline {
-        Timeline::from(0)
     }
 
     /// Ends `phase`: the ticks since the last lap (or the start) are its. Reads nothing unless
     /// phases are timed (`CUDABLAME_STATS=on`).
     #[inline]
     pub(crate) fn lap(&mut self, phase: Phase) {
-        if self.phases {
+        if TIMED && self.phases {
             self.read(phase);
         }
     }
@@ -361,7 +358,7 @@ impl Timeline {
     /// One reading, ending `phase` (none when not measuring).
     #[inline]
     fn read(&mut self, phase: Phase) {
-        if self.last != 0 {
+        if TIMED && self.last != 0 {
             let t = ticks();
             self.ticks[phase as usize] += t.saturating_sub(self.last);
             self.last = t;
@@ -372,7 +369,7 @@ impl Timeline {
     /// bytes it copied, its Python frames and whether it got a progress marker.
     #[inline(always)]
     pub(crate) fn finish(self, stack_bytes: usize, python_frames: usize, marked: bool) {
-        if self.last != 0 {
+        if TIMED && self.last != 0 {
             self.count(stack_bytes, python_frames, marked);
         }
     }
@@ -403,6 +400,13 @@ impl Timeline {
             bump(&c.python_frames, python_frames as u64, shared);
             bump(&c.marked, marked as u64, shared);
         });
+    }
+}
+
+impl Timeline<false> {
+    /// A timeline that times nothing (an op whose cost is not counted: a blocking copy).
+    pub(crate) fn none() -> Self {
+        Timeline::from(0)
     }
 }
 

@@ -10,28 +10,30 @@ use std::sync::atomic::Ordering;
 
 /// Runs an enqueueing call: records it and enqueues its progress marker when the real call
 /// succeeds. Returns the real result, and the op that was not enqueued when it failed (a launch
-/// error names that launch as the culprit). `entered`: the hook's entry ([`cost::start`]; 0
-/// when not measuring), from which the op's cost is timed.
+/// error names that launch as the culprit). `driver`: the driver the call goes to; `entered`:
+/// the hook's entry ([`cost::start`]; 0 when not measuring), from which the op's cost is timed
+/// when `TIMED` (`CUDABLAME_STATS`; the common path has no timing code at all).
 ///
 /// One instance for every entry point (`real_call` is called through a reference, once): the
 /// launch path's code is the same cache lines whichever entry point an op comes in by, where a
-/// generic one had a 2.7 KiB copy per entry point.
-pub(crate) fn enqueue(
+/// generic one had a 2.7 KiB copy per entry point. Everything rare is out of line (a refused
+/// launch, another context made current, a capture, a graph launch, the first sight of a
+/// kernel or launch site): its cost in a host-bound step is the distinct cache lines it runs.
+#[inline(never)]
+pub(crate) fn enqueue<const TIMED: bool>(
+    driver: &'static real::Driver,
     ep: EntryPoint,
     launch: Launch,
     entry: &EntryRegs,
     entered: u64,
     real_call: &dyn Fn() -> CUresult,
 ) -> (CUresult, Option<OpRecord>) {
-    let Some(driver) = real::driver() else {
-        return (real_call(), None);
-    };
-    let mut time = cost::Timeline::from(entered);
+    let mut time = cost::Timeline::<TIMED>::from(entered);
     // Built in place by `prepare`, then pushed by reference: the op's 144 bytes are written once
     // here and once into the ring.
     let mut op = std::mem::MaybeUninit::<OpRecord>::uninit();
     let prepared =
-        crate::safety::guarded(|| prepare(driver, ep, &launch, false, &mut time, &mut op));
+        crate::safety::contained(|| prepare(driver, ep, &launch, false, &mut time, &mut op));
     let Some((mut state, unchecked)) = prepared else {
         return (real_call(), None);
     };
@@ -65,18 +67,16 @@ pub(crate) fn enqueue(
     let cfg = config::get();
     let mut copied = 0;
     let mut marked = false;
-    crate::safety::guarded(|| {
+    crate::safety::contained(|| {
         if op.launch.kind == OpKind::Graph {
-            // What the executable graph runs as of this launch: a later edit, destroy or reuse
-            // of its address does not change it (one lock, one hash lookup).
-            op.graph = graphs::at_launch(op.launch.handle);
+            graph_at_launch(op);
         }
         if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 && driver.is_capturing(state.id.handle()) {
             // The op went into a graph being captured: it did not run now.
-            captured(*op, entry);
+            captured(driver, *op, entry);
             return;
         }
-        let (copy, site_bytes) = stack_copy(cfg, entry, op);
+        let (copy, site_bytes) = stack_copy(driver, cfg, entry, op);
         copied = copy.map_or(site_bytes, |c| c.1);
         op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
         state.issued.store(op.seq, Ordering::Release);
@@ -88,6 +88,14 @@ pub(crate) fn enqueue(
     drop(state);
     time.finish(copied, op.python.len(), marked);
     (rc, None)
+}
+
+/// What the executable graph of a graph launch runs as of this launch: a later edit, destroy or
+/// reuse of its address does not change it (one lock, one hash lookup). Out of line: most ops
+/// are kernels.
+#[inline(never)]
+fn graph_at_launch(op: &mut OpRecord) {
+    op.graph = graphs::at_launch(op.launch.handle);
 }
 
 /// The record of a launch the driver refused (`rc` not success), for its report: the context it
@@ -110,6 +118,7 @@ fn failed_launch(
         }
     }
     op.stack = crate::safety::guarded(|| keep_live_stack(op.time_ns, entry)).unwrap_or_default();
+    note_kernel(driver, &op);
     op
 }
 
@@ -133,7 +142,8 @@ fn moved_context(
 /// `op` went into a graph being captured (it did not run now): kept with its live stack for
 /// the graph's launches. Out of line: rare in a launch's path.
 #[inline(never)]
-fn captured(mut op: OpRecord, entry: &EntryRegs) {
+fn captured(driver: &'static real::Driver, mut op: OpRecord, entry: &EntryRegs) {
+    note_kernel(driver, &op);
     op.stack = keep_live_stack(op.time_ns, entry);
     graphs::captured(op);
 }
@@ -142,6 +152,11 @@ fn captured(mut op: OpRecord, entry: &EntryRegs) {
 /// (`record::policy`; caller holds the ring lock, right after the op; `returned_ns`: when the
 /// op's call returned; `blocking_copy`: `op` is a blocking copy that proves nothing); returns
 /// whether the driver took it.
+///
+/// Inline, the common answer only: under the default budget most ops are not due
+/// ([`policy::Marks::surely_not_due`]: a few compares and the note of the unmarked op); the
+/// policy's full decision and the marker's write are out of line ([`mark_if_due_now`]).
+#[inline(always)]
 pub(super) fn mark_if_due(
     driver: &'static real::Driver,
     cfg: &config::Config,
@@ -152,9 +167,30 @@ pub(super) fn mark_if_due(
     blocking_copy: bool,
 ) -> bool {
     let budget = policy::Budget::new(cfg.marker_gap_us, cfg.marker_window);
+    if !blocking_copy
+        && ring
+            .marks
+            .surely_not_due(cfg.markers, &budget, op.time_ns, returned_ns)
+    {
+        return false;
+    }
+    mark_if_due_now(driver, cfg, state, ring, op, returned_ns, blocking_copy)
+}
+
+/// [`mark_if_due`] past its common answer: the policy's decision, the marker's write.
+#[inline(never)]
+fn mark_if_due_now(
+    driver: &'static real::Driver,
+    cfg: &config::Config,
+    state: &StreamState,
+    ring: &mut ring::Ring,
+    op: &OpRecord,
+    returned_ns: u64,
+    blocking_copy: bool,
+) -> bool {
     let due = policy::should_mark(
         cfg.markers,
-        &budget,
+        &policy::Budget::new(cfg.marker_gap_us, cfg.marker_window),
         &ring.marks,
         op.time_ns,
         op.seq,
@@ -180,12 +216,18 @@ pub(super) fn mark_if_due(
 /// keyed by its Python stack if any and its thread's stack depth, checked by its return
 /// addresses), which then sets `op.stack`; with the bytes copied for that site now (its first
 /// launch; else 0).
+///
+/// Also notes the kernel's name at this thread's first launch of it (`names::note`), except
+/// for a launch from a site in the thread's recent sites, whose kernel the thread launched
+/// before (one thread-local table probe less per launch).
 pub(super) fn stack_copy<'a>(
+    driver: &'static real::Driver,
     cfg: &config::Config,
     entry: &'a EntryRegs,
     op: &mut OpRecord,
 ) -> (Option<(&'a EntryRegs, usize)>, usize) {
     if cfg.stack == StackMode::Off {
+        note_kernel(driver, op);
         return (None, 0);
     }
     let bytes = if crate::stack::python::frames_captured(cfg) {
@@ -204,27 +246,40 @@ pub(super) fn stack_copy<'a>(
             kind: op.launch.kind as u8,
             handle: op.launch.handle,
         };
-        if let Some((site, copied)) = crate::stack::sites::site_of(key, entry, bytes, bounds) {
+        if let Some(found) = crate::stack::sites::site_of(key, entry, bytes, bounds) {
             op.stack = StackRef::Site {
-                site,
-                first: copied > 0,
+                site: found.site,
+                first: found.copied > 0,
             };
-            return (None, copied);
+            if !found.recent {
+                note_kernel(driver, op);
+            }
+            return (None, found.copied);
         }
     }
+    note_kernel(driver, op);
     (Some((entry, bytes)), 0)
+}
+
+/// Names a kernel op's handle at this thread's first launch of it (`names::note`).
+#[inline(always)]
+fn note_kernel(driver: &'static real::Driver, op: &OpRecord) {
+    if op.launch.kind == OpKind::Kernel {
+        names::note(driver, op.launch.handle);
+    }
 }
 
 /// Writes the op's record into `op` before its real call (its Python frames, thread and
 /// stream), timed by `time`; returns its stream's state and whether the stream's context is
 /// still to be checked (`check_context` false: see [`streams::lookup_unchecked`]; true: asked
 /// now where it is a default stream's).
-pub(super) fn prepare(
+#[inline(always)]
+pub(super) fn prepare<const TIMED: bool>(
     driver: &'static real::Driver,
     ep: EntryPoint,
     launch: &Launch,
     check_context: bool,
-    time: &mut cost::Timeline,
+    time: &mut cost::Timeline<TIMED>,
     op: &mut std::mem::MaybeUninit<OpRecord>,
 ) -> (streams::StreamRef, bool) {
     crate::config::test_panic(crate::config::PanicPoint::Record);
@@ -233,9 +288,6 @@ pub(super) fn prepare(
     let python = crate::stack::python::PythonStack::capture_configured();
     time.lap(cost::Phase::Python);
     let thread = crate::threads::thread_id();
-    if launch.kind == OpKind::Kernel {
-        names::note(driver, launch.handle);
-    }
     let id = StreamId::resolve(launch.stream, ep.per_thread_default(), thread);
     let (state, unchecked) = if check_context {
         (streams::lookup(driver, id), false)

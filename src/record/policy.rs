@@ -110,6 +110,35 @@ impl Marks {
         Some(self.busy_ns.saturating_add(between))
     }
 
+    /// The common answer of [`should_mark`] for an op that is not a blocking copy, recorded at
+    /// `now_ns` and returned at `returned_ns`: true when it is surely not due under `mode` and
+    /// `budget` (a stream with a marker, fewer than the most unmarked ops in a row, less host
+    /// time than the idle gap since the last marker), and then notes it as unmarked, as
+    /// [`note`](Self::note) would. False: ask [`should_mark`]. The hot path's whole marker
+    /// decision for most ops (`record::hot::mark_if_due`).
+    #[inline(always)]
+    pub(crate) fn surely_not_due(
+        &mut self,
+        mode: MarkerMode,
+        budget: &Budget,
+        now_ns: u64,
+        returned_ns: u64,
+    ) -> bool {
+        if mode != MarkerMode::Budget || self.last_seq == 0 || self.unmarked >= budget.max_unmarked
+        {
+            return false;
+        }
+        match self.busy_until(now_ns) {
+            Some(since) if since < budget.idle_gap_ns => {
+                self.busy_ns = since;
+                self.unmarked += 1;
+                self.returned_ns = returned_ns.max(now_ns);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Notes op `seq`, whose call began at `now_ns` and returned at `returned_ns`: marked (the
     /// driver took its marker) or not.
     pub(crate) fn note(&mut self, seq: u64, now_ns: u64, returned_ns: u64, marked: bool) {
@@ -234,6 +263,59 @@ mod tests {
             m.note(seq, t * US + 1, (t + call_us) * US + 1, mark);
         }
         out
+    }
+
+    /// The hot path's shortcut (`Marks::surely_not_due`) never decides otherwise than
+    /// `should_mark` followed by `note`, and leaves the same state: over a pseudo-random
+    /// schedule of host gaps (a few ns to past the gap), call lengths, clocks stepped back,
+    /// markers refused by the driver, every mode and windows from 2 to 64.
+    #[test]
+    fn the_hot_paths_shortcut_agrees_with_the_policy() {
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut shortcuts = 0;
+        for mode in [MarkerMode::Budget, MarkerMode::Every, MarkerMode::Off] {
+            for (gap_us, window) in [(500, 32), (100, 2), (1, 64), (1_000_000, 8)] {
+                let b = Budget::new(gap_us, window);
+                let (mut slow, mut fast) = (Marks::default(), Marks::default());
+                let mut returned = 1_000_000u64;
+                for seq in 1..5_000u64 {
+                    // The host's time from the last call's return to this one's start.
+                    let t = match next(20) {
+                        0 => returned.saturating_sub(next(3_000)), // the clock stepped back
+                        1 => returned + next(2 * b.gap_ns + 1),
+                        _ => returned + next(b.idle_gap_ns / 8 + 50),
+                    };
+                    returned = t + next(5_000);
+                    let taken = next(7) != 0; // the driver took the marker
+                                              // The device wrote every marker so far (an idle stream), or not.
+                    let slot = if next(2) == 0 { seq } else { next(seq + 1) };
+                    let want = should_mark(mode, &b, &slow, t, seq, false, || slot);
+                    slow.note(seq, t, returned, want.is_some() && taken);
+                    if fast.surely_not_due(mode, &b, t, returned) {
+                        shortcuts += 1;
+                        assert_eq!(want, None, "seq {seq}: the shortcut skipped a due op");
+                    } else {
+                        let due = should_mark(mode, &b, &fast, t, seq, false, || slot);
+                        assert_eq!(due, want, "seq {seq}");
+                        fast.note(seq, t, returned, due.is_some() && taken);
+                    }
+                    assert_eq!(
+                        fast, slow,
+                        "seq {seq}, {mode:?}, gap {gap_us} window {window}"
+                    );
+                }
+            }
+        }
+        assert!(
+            shortcuts > 10_000,
+            "the shortcut was taken {shortcuts} times"
+        );
     }
 
     #[test]

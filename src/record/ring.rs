@@ -459,9 +459,10 @@ mod tests {
             kind: 0,
             handle: 0xfeed0,
         };
-        let (site, _) =
+        let site =
             crate::stack::sites::site_of(key, &regs, 4096, crate::stack::unwind::stack_bounds())
-                .expect("a site");
+                .expect("a site")
+                .site;
         std::hint::black_box(&regs);
         let captured = crate::stack::keep(crate::stack::sites::unwind(site, 16));
         let mut o = op();

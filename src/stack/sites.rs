@@ -173,6 +173,19 @@ fn slot_of(key: &SiteKey) -> usize {
     (h >> 56) as usize % SETS
 }
 
+/// Where [`site_of`] found a launch's site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// The site's index (`StackRef::Site`).
+    pub(crate) site: u32,
+    /// Bytes of stack copied now (the site's first launch; else 0).
+    pub(crate) copied: usize,
+    /// In this thread's recent sites: the thread launched from this site before, with this key
+    /// (the same kernel handle among others), so what the thread notes once per kernel
+    /// (`record::names`) is noted already.
+    pub(crate) recent: bool,
+}
+
 /// The site of `key` and the bytes copied for it now: from this thread's recent sites (no lock,
 /// nothing copied), else from the table, else new, its copy taken now from `entry` (`bytes` at
 /// most, as [`StackCopy::fill`]: call it in the hooked entry point whose registers `entry`
@@ -187,7 +200,7 @@ pub(crate) fn site_of(
     entry: &EntryRegs,
     bytes: usize,
     bounds: (u64, u64),
-) -> Option<(u32, usize)> {
+) -> Option<Found> {
     let generation = GENERATION.load(Ordering::Relaxed);
     let slot = slot_of(&key);
     let hit = RECENT_SITES.with(|r| {
@@ -198,7 +211,11 @@ pub(crate) fn site_of(
     });
     match hit {
         Some(Some((NO_SITE, _))) => None,
-        Some(Some((site, path))) if same_path(entry, path, bounds) => Some((site - 1, 0)),
+        Some(Some((site, path))) if same_path(entry, path, bounds) => Some(Found {
+            site: site - 1,
+            copied: 0,
+            recent: true,
+        }),
         Some(Some(_)) => other_path(),
         _ => site_uncached(key, entry, bytes, bounds, generation, slot),
     }
@@ -214,7 +231,7 @@ const NO_SITE: u32 = u32::MAX;
 
 /// Remembers that `key` makes no site on this thread ([`NO_SITE`]); returns `None`.
 #[cold]
-fn no_site(key: SiteKey, generation: u32, slot: usize) -> Option<(u32, usize)> {
+fn no_site(key: SiteKey, generation: u32, slot: usize) -> Option<Found> {
     remember(
         slot,
         Recent {
@@ -241,7 +258,7 @@ fn remember(slot: usize, entry: Recent) {
 /// A launch from a known site by another native path: counted, and copied per launch. Cold.
 #[cold]
 #[inline(never)]
-fn other_path() -> Option<(u32, usize)> {
+fn other_path() -> Option<Found> {
     OTHER_PATHS.fetch_add(1, Ordering::Relaxed);
     None
 }
@@ -257,7 +274,7 @@ fn site_uncached(
     bounds: (u64, u64),
     generation: u32,
     slot: usize,
-) -> Option<(u32, usize)> {
+) -> Option<Found> {
     UNCACHED.fetch_add(1, Ordering::Relaxed);
     let mut copied = 0;
     let (site, path) = {
@@ -330,7 +347,11 @@ fn site_uncached(
     if copied == 0 && !same_path(entry, path, bounds) {
         return other_path();
     }
-    Some((site, copied))
+    Some(Found {
+        site,
+        copied,
+        recent: false,
+    })
 }
 
 /// Report time: the native stack of site `site` (its copy unwound, `depth` frames), empty if
@@ -381,8 +402,7 @@ mod tests {
     #[inline(never)]
     fn launch_from_here(k: SiteKey) -> Option<u32> {
         let regs = EntryRegs::here();
-        let site =
-            site_of(k, &regs, 4096, crate::stack::unwind::stack_bounds()).map(|(site, _)| site);
+        let site = site_of(k, &regs, 4096, crate::stack::unwind::stack_bounds()).map(|f| f.site);
         std::hint::black_box(&regs); // keeps this frame: not a tail call
         site
     }
