@@ -66,8 +66,9 @@ pub(crate) fn hook(
 /// every launch and never worth a frame in a report.
 ///
 /// The common case (cudablame set up, recording, not measuring: [`crate::safety::gate`] is 0)
-/// takes one load of the gate and one of the driver's function, then [`record_call`]; anything
-/// else goes through [`run_general`], out of line, so that the common path's code stays in as
+/// takes one load of the gate and one of the driver's function, then [`record_call`]
+/// (`CUDABLAME_STATS` takes the same path, timed); anything else (setting up, paused, off) goes
+/// through [`run_general`], out of line, so that the common path's code stays in as
 /// few cache lines as possible (the hook's cost in a host-bound PyTorch step is mostly its own
 /// code and data missing the caches, issue 21).
 #[inline(never)]
@@ -77,11 +78,17 @@ fn run(
     describe: &dyn Fn() -> Call,
     call_real: &dyn Fn(usize) -> CUresult,
 ) -> CUresult {
-    if crate::safety::gate() == 0 {
+    let gate = crate::safety::gate();
+    if gate & !crate::safety::Gate::TIMED == 0 {
         if let Some(d) = real::found_driver() {
             let real = d.real[ep as usize];
             if real != 0 {
-                return record_call::<false>(d, ep, entry, describe, call_real, real, 0);
+                if gate == 0 {
+                    return record_call::<false>(d, ep, entry, describe, call_real, real, 0);
+                }
+                // `CUDABLAME_STATS`: the same path, timed (what it measures is this path's cost).
+                let entered = record::cost::start();
+                return record_call::<true>(d, ep, entry, describe, call_real, real, entered);
             }
         }
     }
@@ -90,7 +97,7 @@ fn run(
 
 /// [`run`] when the gate is not open: the first calls (finding the driver, reading the
 /// configuration, installing the panic hook and the fork handler, then opening the gate), a
-/// paused benchmark, cudablame turned off by an internal error, `CUDABLAME_STATS`.
+/// paused benchmark, cudablame turned off by an internal error.
 #[cold]
 #[inline(never)]
 fn run_general(
@@ -138,7 +145,7 @@ fn run_general(
 /// Opens the gate ([`crate::safety::Gate::NOT_READY`]) once everything the common path relies on
 /// is set up: the driver found, the configuration read, the panic hook installed (by the first
 /// [`crate::safety::catching`]) and the fork handler registered (the caller's). With
-/// `CUDABLAME_STATS` the gate stays shut ([`crate::safety::Gate::TIMED`]): every op is timed.
+/// `CUDABLAME_STATS` it sets [`crate::safety::Gate::TIMED`]: every op is timed.
 fn open_gate() {
     use crate::safety::{set_gate, Gate};
     if crate::safety::gate() & Gate::NOT_READY == 0 {
@@ -182,21 +189,24 @@ fn record_call<const TIMED: bool>(
     let Some(call) = crate::safety::contained(describe) else {
         return real_call();
     };
-    match call {
+    match &call {
         Call::Enqueue(launch) => {
+            let mut refused = std::mem::MaybeUninit::uninit();
             let (rc, unrecorded) =
-                record::enqueue::<TIMED>(d, ep, launch, entry, entered, &real_call);
+                record::enqueue::<TIMED>(d, ep, launch, entry, entered, &real_call, &mut refused);
             if rc == CUDA_SUCCESS {
                 // An op that failed (recorded by none) has no whole hook.
                 if TIMED {
                     record::cost::whole_hook(entered);
                 }
             } else {
-                enqueue_failed(ep, launch, rc, unrecorded);
+                // SAFETY: `enqueue` wrote the refused op when it says so.
+                let unrecorded = unrecorded.then(|| unsafe { refused.assume_init() });
+                enqueue_failed(ep, &call, rc, unrecorded);
             }
             rc
         }
-        call => other_call(ep, entry, &call, entered, &real_call),
+        call => other_call(ep, entry, call, entered, &real_call),
     }
 }
 
@@ -204,13 +214,8 @@ fn record_call<const TIMED: bool>(
 /// refused launch). Cold, out of line: the common path's code stays dense.
 #[cold]
 #[inline(never)]
-fn enqueue_failed(
-    ep: EntryPoint,
-    launch: record::Launch,
-    rc: CUresult,
-    unrecorded: Option<record::OpRecord>,
-) {
-    crate::safety::guarded(|| detect::observe(ep, &Call::Enqueue(launch), rc, unrecorded));
+fn enqueue_failed(ep: EntryPoint, call: &Call, rc: CUresult, unrecorded: Option<record::OpRecord>) {
+    crate::safety::guarded(|| detect::observe(ep, call, rc, unrecorded));
 }
 
 /// A hooked call that enqueues no op (a synchronization, a query, an event or memory call, the

@@ -9,8 +9,9 @@ use crate::stack::{EntryRegs, StackRef};
 use std::sync::atomic::Ordering;
 
 /// Runs an enqueueing call: records it and enqueues its progress marker when the real call
-/// succeeds. Returns the real result, and the op that was not enqueued when it failed (a launch
-/// error names that launch as the culprit). `driver`: the driver the call goes to; `entered`:
+/// succeeds. Returns the real result; when it failed, whether `refused` now holds the op that
+/// was not enqueued (a launch error names that launch as the culprit; written only then, so a
+/// successful launch copies no record out). `driver`: the driver the call goes to; `entered`:
 /// the hook's entry ([`cost::start`]; 0 when not measuring), from which the op's cost is timed
 /// when `TIMED` (`CUDABLAME_STATS`; the common path has no timing code at all).
 ///
@@ -23,19 +24,20 @@ use std::sync::atomic::Ordering;
 pub(crate) fn enqueue<const TIMED: bool>(
     driver: &'static real::Driver,
     ep: EntryPoint,
-    launch: Launch,
+    launch: &Launch,
     entry: &EntryRegs,
     entered: u64,
     real_call: &dyn Fn() -> CUresult,
-) -> (CUresult, Option<OpRecord>) {
+    refused: &mut std::mem::MaybeUninit<OpRecord>,
+) -> (CUresult, bool) {
     let mut time = cost::Timeline::<TIMED>::from(entered);
     // Built in place by `prepare`, then pushed by reference: the op's 144 bytes are written once
     // here and once into the ring.
     let mut op = std::mem::MaybeUninit::<OpRecord>::uninit();
     let prepared =
-        crate::safety::contained(|| prepare(driver, ep, &launch, false, &mut time, &mut op));
+        crate::safety::contained(|| prepare(driver, ep, launch, false, &mut time, &mut op));
     let Some((mut state, unchecked)) = prepared else {
-        return (real_call(), None);
+        return (real_call(), false);
     };
     // SAFETY: `prepare` returned, so it wrote the op.
     let op = unsafe { op.assume_init_mut() };
@@ -47,7 +49,8 @@ pub(crate) fn enqueue<const TIMED: bool>(
     let returned = now_ns();
     if rc != CUDA_SUCCESS {
         drop(ring);
-        return (rc, Some(failed_launch(driver, *op, unchecked, entry)));
+        refused.write(failed_launch(driver, *op, unchecked, entry));
+        return (rc, true);
     }
     if unchecked {
         // The default stream's context, checked now the launch read it (`lookup_unchecked`).
@@ -57,7 +60,7 @@ pub(crate) fn enqueue<const TIMED: bool>(
             // that context's default stream (`moved_context`).
             drop(ring);
             let Some(moved) = moved_context(driver, op, context) else {
-                return (rc, None);
+                return (rc, false);
             };
             state = moved;
             ring = state.ops.lock();
@@ -87,7 +90,7 @@ pub(crate) fn enqueue<const TIMED: bool>(
     drop(ring);
     drop(state);
     time.finish(copied, op.python.len(), marked);
-    (rc, None)
+    (rc, false)
 }
 
 /// What the executable graph of a graph launch runs as of this launch: a later edit, destroy or
@@ -230,10 +233,13 @@ pub(super) fn stack_copy<'a>(
         note_kernel(driver, op);
         return (None, 0);
     }
-    let bytes = if crate::stack::python::frames_captured(cfg) {
-        cfg.python_stack_bytes
-    } else {
-        cfg.stack_bytes
+    // Asked only when a stack is copied: a site's first launch, or a launch without a site.
+    let bytes = || {
+        if crate::stack::python::frames_captured(cfg) {
+            cfg.python_stack_bytes
+        } else {
+            cfg.stack_bytes
+        }
     };
     if cfg.stack == StackMode::Native {
         let bounds = crate::stack::unwind::stack_bounds();
@@ -246,7 +252,7 @@ pub(super) fn stack_copy<'a>(
             kind: op.launch.kind as u8,
             handle: op.launch.handle,
         };
-        if let Some(found) = crate::stack::sites::site_of(key, entry, bytes, bounds) {
+        if let Some(found) = crate::stack::sites::site_of(key, entry, &bytes, bounds) {
             op.stack = StackRef::Site {
                 site: found.site,
                 first: found.copied > 0,
@@ -258,7 +264,7 @@ pub(super) fn stack_copy<'a>(
         }
     }
     note_kernel(driver, op);
-    (Some((entry, bytes)), 0)
+    (Some((entry, bytes())), 0)
 }
 
 /// Names a kernel op's handle at this thread's first launch of it (`names::note`).

@@ -188,7 +188,12 @@ impl Ring {
                 {
                     self.held_ops.push_back(self.ops[i]);
                 }
-                self.ops[i] = OpRecord { seq, stack, ..*op };
+                // Copied whole, then the two fields set (a struct update built the record
+                // field by field: 38 instructions, against 18 for the copy).
+                let slot = &mut self.ops[i];
+                *slot = *op;
+                slot.seq = seq;
+                slot.stack = stack;
                 self.oldest = if i + 1 == self.ops.len() { 0 } else { i + 1 };
             }
             _ => {
@@ -459,10 +464,14 @@ mod tests {
             kind: 0,
             handle: 0xfeed0,
         };
-        let site =
-            crate::stack::sites::site_of(key, &regs, 4096, crate::stack::unwind::stack_bounds())
-                .expect("a site")
-                .site;
+        let site = crate::stack::sites::site_of(
+            key,
+            &regs,
+            &|| 4096,
+            crate::stack::unwind::stack_bounds(),
+        )
+        .expect("a site")
+        .site;
         std::hint::black_box(&regs);
         let captured = crate::stack::keep(crate::stack::sites::unwind(site, 16));
         let mut o = op();

@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 /// One launch site (see the module doc). Plain data (24 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Eq, Hash)]
 pub(crate) struct SiteKey {
     /// The interned Python stack (`python::PythonStack::site`), [`NO_PYTHON`] for a launch
     /// without own Python frames.
@@ -51,6 +51,27 @@ pub(crate) struct SiteKey {
     pub(crate) kind: u8,
     /// The kernel's `CUfunction`, or 0 for copies and memsets.
     pub(crate) handle: usize,
+}
+
+impl SiteKey {
+    /// The key as three words, compared at once (the derived comparison tested each field with a
+    /// branch of its own: more code on every launch's path).
+    #[inline(always)]
+    fn words(&self) -> [u64; 3] {
+        [
+            (self.python as u64) << 32 | self.depth as u64,
+            (self.loads as u64) << 32 | (self.entry_point as u64) << 8 | self.kind as u64,
+            self.handle as u64,
+        ]
+    }
+}
+
+impl PartialEq for SiteKey {
+    #[inline(always)]
+    fn eq(&self, other: &SiteKey) -> bool {
+        let (a, b) = (self.words(), other.words());
+        ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2])) == 0
+    }
 }
 
 /// [`SiteKey::python`] of a launch without own Python frames (a C or C++ program's, a
@@ -198,7 +219,7 @@ pub(crate) struct Found {
 pub(crate) fn site_of(
     key: SiteKey,
     entry: &EntryRegs,
-    bytes: usize,
+    bytes: &dyn Fn() -> usize,
     bounds: (u64, u64),
 ) -> Option<Found> {
     let generation = GENERATION.load(Ordering::Relaxed);
@@ -270,7 +291,7 @@ fn other_path() -> Option<Found> {
 fn site_uncached(
     key: SiteKey,
     entry: &EntryRegs,
-    bytes: usize,
+    bytes: &dyn Fn() -> usize,
     bounds: (u64, u64),
     generation: u32,
     slot: usize,
@@ -282,6 +303,7 @@ fn site_uncached(
         match t.index.get(&key).copied() {
             Some(site) => (site, t.paths[site as usize]),
             None => {
+                let bytes = bytes();
                 // Unknown stack bounds, or a stack pointer outside them (a signal stack): no
                 // copy to take, so no site (found by review: an empty site's launches were
                 // marked as sharing it).
@@ -402,7 +424,8 @@ mod tests {
     #[inline(never)]
     fn launch_from_here(k: SiteKey) -> Option<u32> {
         let regs = EntryRegs::here();
-        let site = site_of(k, &regs, 4096, crate::stack::unwind::stack_bounds()).map(|f| f.site);
+        let site =
+            site_of(k, &regs, &|| 4096, crate::stack::unwind::stack_bounds()).map(|f| f.site);
         std::hint::black_box(&regs); // keeps this frame: not a tail call
         site
     }
@@ -566,7 +589,7 @@ mod tests {
         let k = key(0x5151_2000, 0xd00d0);
         forget_recent();
         for _ in 0..5 {
-            assert_eq!(site_of(k, &outside, 4096, bounds), None);
+            assert_eq!(site_of(k, &outside, &|| 4096, bounds), None);
         }
         // Remembered in the thread's cache as making no site (a hit returns at once); the
         // process-wide miss count is not asserted: other tests may launch meanwhile.
@@ -584,7 +607,7 @@ mod tests {
         forget_recent();
         for _ in 0..3 {
             let regs = EntryRegs::here();
-            let got = site_of(k, &regs, 8, crate::stack::unwind::stack_bounds());
+            let got = site_of(k, &regs, &|| 8, crate::stack::unwind::stack_bounds());
             std::hint::black_box(&regs);
             assert_eq!(got, None);
         }
