@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 /// One launch site (see the module doc). Plain data (24 bytes).
-#[derive(Clone, Copy, Debug, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Eq)]
 pub(crate) struct SiteKey {
     /// The interned Python stack (`python::PythonStack::site`), [`NO_PYTHON`] for a launch
     /// without own Python frames.
@@ -71,6 +71,13 @@ impl PartialEq for SiteKey {
     fn eq(&self, other: &SiteKey) -> bool {
         let (a, b) = (self.words(), other.words());
         ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2])) == 0
+    }
+}
+
+/// Hashes what [`PartialEq`] compares (the site table's index).
+impl std::hash::Hash for SiteKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.words().hash(h);
     }
 }
 
