@@ -23,7 +23,9 @@ macro_rules! export_one {
                 // SAFETY: the unsafe constructors read the descriptor or launch config the
                 // program passed, which the call's contract (`cuda.h`) makes NULL or valid.
                 || unsafe { crate::record::Call::$ctor($($a),*) },
-                |real: usize| {
+                // By value (the arguments are plain words): the closure holds them, not
+                // references to the wrapper's copies of them (fewer stores and loads per call).
+                move |real: usize| {
                     // SAFETY: `real` is the driver's function of this exact name and signature.
                     let f: unsafe extern "C" fn($($t),*) -> CUresult = unsafe { std::mem::transmute(real) };
                     // SAFETY: the program's own arguments, passed on unchanged to that function.
