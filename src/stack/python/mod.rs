@@ -62,6 +62,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod backward;
+mod cache;
 mod capture;
 mod intern;
 mod layout;
