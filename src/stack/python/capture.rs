@@ -63,6 +63,8 @@ pub(super) fn is_autograd_worker() -> bool {
 thread_local! {
     /// Tests: full walks made on this thread (captures the stack cache did not answer).
     pub(super) static FULL_WALKS: Cell<u32> = const { Cell::new(0) };
+    /// Tests: captures on this thread that the predicted entry did not answer.
+    pub(super) static UNPREDICTED: Cell<u32> = const { Cell::new(0) };
 }
 
 /// The calling thread's name starts with `pt_autograd_` (one `prctl`).
@@ -225,6 +227,8 @@ impl PythonStack {
         depth: u8,
         out: &mut PythonStack,
     ) -> bool {
+        #[cfg(test)]
+        UNPREDICTED.with(|c| c.set(c.get() + 1));
         let l = cache::lay::<V>(rt);
         // SAFETY: this function's contract.
         unsafe {

@@ -613,6 +613,90 @@ fn an_outer_frame_at_another_instruction_is_another_stack() {
     }
 }
 
+/// Captures on this thread that the predicted entry did not answer, so far.
+fn unpredicted() -> u32 {
+    super::capture::UNPREDICTED.with(|c| c.get())
+}
+
+/// A loop's stacks, launched in the same order every step, are each found as the one that
+/// followed the previous stack last time (no hash, no index): after the first step every
+/// capture is predicted but where a stack is followed by different ones, and a launch out of
+/// order is still found exactly (through the index). Fails without the successor links (every
+/// capture goes through the index).
+#[test]
+fn a_loops_stacks_are_predicted_in_order() {
+    for l in layouts() {
+        let fake = Fake::new(l);
+        let (codes, top) = three_frames(&fake);
+        let ts = fake.thread_state(top);
+        let stacks = [
+            top,
+            fake.chain(&[codes[1], codes[2]]),
+            fake.chain(&[fake.code("/app/n.py", "other", 70), codes[2]]),
+            top, // twice in a step: followed by another stack each time
+            fake.chain(&[codes[2]]),
+        ];
+        let mut sites = vec![None; stacks.len()];
+        for step in 0..4 {
+            let before = unpredicted();
+            for (i, &f) in stacks.iter().enumerate() {
+                fake.set_top(ts, f);
+                let s = fake.capture(32);
+                match sites[i] {
+                    None => sites[i] = Some(s.site()),
+                    Some(site) => assert_eq!(s.site(), site, "{:?} step {step} stack {i}", l.chain),
+                }
+            }
+            let missed = unpredicted() - before;
+            match step {
+                0 => assert_eq!(missed, 5, "{:?}", l.chain),
+                // `top` is followed by a different stack each time: each of those two launches
+                // finds the successor of the other (and the first launch of step 1 follows the
+                // last of step 0 for the first time); every other launch is predicted.
+                1 => assert_eq!(missed, 3, "{:?} step {step}", l.chain),
+                _ => assert_eq!(missed, 2, "{:?} step {step}", l.chain),
+            }
+        }
+        // A one-stack loop: every launch after the second is predicted.
+        fake.set_top(ts, top);
+        fake.capture(32);
+        let before = unpredicted();
+        for _ in 0..5 {
+            fake.capture(32);
+        }
+        assert_eq!(unpredicted(), before, "{:?}", l.chain);
+    }
+}
+
+/// A kept stack whose outermost frame is not the outermost any more (the same frames called
+/// from one more function) is not that stack, and the other way round: the cache's walk must
+/// end where the kept one ended. Fails if the cache took a frame past its kept ones for
+/// truncation without the entry being truncated, or took the chain's end for the kept one's
+/// before all its frames were found.
+#[test]
+fn a_kept_stack_called_from_one_more_function_is_another_stack() {
+    for l in layouts() {
+        let fake = Fake::new(l);
+        let (codes, _) = three_frames(&fake);
+        let short = fake.chain(&codes[..2]);
+        let long = fake.chain(&codes);
+        let ts = fake.thread_state(short);
+        for _ in 0..2 {
+            for (f, frames) in [(short, &THREE[..2]), (long, &THREE[..])] {
+                fake.set_top(ts, f);
+                for _ in 0..2 {
+                    assert_eq!(
+                        named(&fake.capture(32)),
+                        frame_names(frames),
+                        "{:?}",
+                        l.chain
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The depth limit: a stack deeper than it is kept truncated for that limit only; with a
 /// limit it fits in, the same frames come back whole (from the cache where it has them).
 #[test]
