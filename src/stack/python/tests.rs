@@ -660,6 +660,7 @@ fn a_loops_stacks_are_predicted_in_order() {
         // A one-stack loop: every launch after the second is predicted.
         fake.set_top(ts, top);
         fake.capture(32);
+        fake.capture(32);
         let before = unpredicted();
         for _ in 0..5 {
             fake.capture(32);
@@ -693,6 +694,30 @@ fn a_kept_stack_called_from_one_more_function_is_another_stack() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// A kept frame's code object replaced by an object that is not a code object (same address,
+/// same fields after its header but the type): the cache does not count it; the full walk
+/// skips it (3.13, where a frame may run another callable) or stops there (a layout mismatch).
+/// Fails without the cache's type check.
+#[test]
+fn a_kept_code_object_that_is_not_one_any_more_is_not_counted() {
+    for l in layouts() {
+        let fake = Fake::new(l);
+        let (codes, top) = three_frames(&fake);
+        fake.thread_state(top);
+        for _ in 0..2 {
+            assert_eq!(named(&fake.capture(32)), frame_names(&THREE));
+        }
+        put(codes[1] + l.ob_type, fake.rt.unicode_type);
+        let expected = match l.chain {
+            Chain::Direct => frame_names(&[THREE[0], THREE[2]]),
+            _ => frame_names(&THREE[..1]),
+        };
+        for _ in 0..2 {
+            assert_eq!(named(&fake.capture(32)), expected, "{:?}", l.chain);
         }
     }
 }
