@@ -26,8 +26,8 @@
 //! the full walk (`capture`'s, per frame through the per-thread code-object table and the intern
 //! table, then `stacks::intern`), after which its entry is written here.
 //!
-//! Memory: one allocation per thread that captures (calloc'd, so its pages are touched only as
-//! they fill): an index of 128 buckets of 8 ways (8 KiB) and 4,096 lines (256 KiB) of entries,
+//! Memory: one allocation per thread that captures frames (at its first entry, calloc'd, so
+//! its pages are touched only as they fill): an index of 128 buckets of 8 ways (8 KiB) and 4,096 lines (256 KiB) of entries,
 //! written one after another; when they are full all entries are dropped at once and the cache
 //! fills again (no eviction per entry, no free list). Nothing here is shared between threads:
 //! a forked child keeps the forking thread's cache, whose entries stay exact (verified against
@@ -134,6 +134,9 @@ const WAYS: usize = 8;
 pub(super) const LINES: usize = 4096;
 /// Lines of the largest entry (64 frames).
 const MAX_ENTRY_LINES: usize = lines_for(MAX_PYTHON_DEPTH);
+const _: () = assert!(std::mem::size_of::<Head>() == 16 && std::mem::size_of::<Rec>() == 40);
+// Line numbers plus one leave `Head::next`'s flag bit free; the largest entry fits.
+const _: () = assert!(LINES < BACKWARD as usize && MAX_ENTRY_LINES <= LINES);
 /// Frames a verifying walk may skip (entry frames of the interpreter, 3.13's non-code
 /// executables) before it leaves the stack to the full walk: with the frames it compares, it
 /// then stays below [`MAX_WALK`] steps, where the full walk would stop.
@@ -163,23 +166,31 @@ pub(super) struct StackCache {
 }
 
 impl StackCache {
-    /// An empty cache (allocates; the pages are touched only as entries are written).
+    /// An empty cache; its memory is allocated when its first entry is written.
     pub(super) fn new() -> StackCache {
+        StackCache {
+            base: std::ptr::null_mut(),
+            mem: Box::default(),
+            used: 0,
+            last: 0,
+            pred: 0,
+            victim: 0,
+        }
+    }
+
+    /// Allocates the memory (at the first entry): calloc'd, so that its pages are touched only
+    /// as entries are written (a thread that never has frames allocates nothing).
+    #[cold]
+    fn allocate(&mut self) {
         let words = BUCKETS * WAYS + LINES * LINE + LINE;
         // `vec![0; n]` is `calloc`: large blocks come as untouched zero pages.
         let mut mem = vec![0u64; words].into_boxed_slice();
         let at = mem.as_mut_ptr();
         let skip = at.align_offset(64);
         assert!(skip < LINE, "u64 aligned");
-        StackCache {
-            // SAFETY: `skip < LINE`: inside `mem`, whose last `LINE` words are slack for it.
-            base: unsafe { at.add(skip) },
-            mem,
-            used: 0,
-            last: 0,
-            pred: 0,
-            victim: 0,
-        }
+        // SAFETY: `skip < LINE`: inside `mem`, whose last `LINE` words are slack for it.
+        self.base = unsafe { at.add(skip) };
+        self.mem = mem;
     }
 
     /// The entry at `line` (plus one, not 0).
@@ -235,6 +246,9 @@ impl StackCache {
     /// Entries kept under hash `h` (line plus one, 0 for a way without one): more than one when
     /// stacks differ only in what the hash leaves out, or collide.
     pub(super) fn candidates(&self, h: u64) -> [u16; WAYS] {
+        if self.base.is_null() {
+            return [0; WAYS];
+        }
         let tag = h >> 32;
         // SAFETY: `bucket` is inside `mem`.
         let ways = unsafe { self.bucket(h).read() };
@@ -244,7 +258,9 @@ impl StackCache {
     /// Room for an entry of `n` frames: the line plus one where it goes, after dropping every
     /// entry when the lines are full.
     fn room(&mut self, n: usize) -> u16 {
-        if self.used as usize + lines_for(n) > LINES {
+        if self.base.is_null() {
+            self.allocate();
+        } else if self.used as usize + lines_for(n) > LINES {
             self.flush();
         }
         self.used + 1
@@ -252,8 +268,10 @@ impl StackCache {
 
     /// Drops every entry (the lines are full).
     pub(super) fn flush(&mut self) {
-        // SAFETY: the index is the first `BUCKETS * WAYS` words from `base`.
-        unsafe { std::ptr::write_bytes(self.base, 0, BUCKETS * WAYS) };
+        if !self.base.is_null() {
+            // SAFETY: the index is the first `BUCKETS * WAYS` words from `base`.
+            unsafe { std::ptr::write_bytes(self.base, 0, BUCKETS * WAYS) };
+        }
         self.used = 0;
         self.last = 0;
         self.pred = 0;

@@ -470,7 +470,8 @@ fn a_code_object_replaced_at_its_address_while_cached_is_named_as_itself() {
     for l in layouts() {
         let fake = Fake::new(l);
         // Each field of the fingerprint changed alone, then all of them (a new function).
-        let changes: [(&str, fn(&Fake, usize)); 5] = [
+        type Change = fn(&Fake, usize);
+        let changes: [(&str, Change); 5] = [
             ("consts", |f, code| put(code + f.l.co_consts, object(32))),
             ("names", |f, code| put(code + f.l.co_names, object(32))),
             ("shape", |_, code| put(code + 16, 48u64)),
@@ -761,7 +762,7 @@ fn truncation_by_the_depth_limit_is_kept_exactly() {
         assert_eq!(full_walks(), walks + 3, "{:?}", l.chain);
         // Depth 0 keeps no frame, only the mark.
         let none = fake.capture(0);
-        assert!(none.truncated && none.len() == 0);
+        assert!(none.truncated && none.is_empty());
     }
 }
 
