@@ -12,6 +12,9 @@ Usage: python3 py_launch.py SCENARIO [WORKDIR]
             then the faulting `bad` once.
   two_paths the kernel `second` launched twice from one line through a library
             (PY_LAUNCH_LIB, two_paths_lib.c) by two native paths; the second faults.
+  reused_cached  code objects freed and new ones made at their addresses, every launch taking
+            one path (`reused_cached`): the culprit's stack differs from a launched one only in
+            its second frame's code object, new at the old one's address.
   backward  a stand-in for torch's backward pass (a package named torch written under
             WORKDIR/site-packages): the caller launches the initial gradient inside
             torch.autograd.backward(), then blocks while a worker thread named pt_autograd_0 runs
@@ -223,6 +226,39 @@ def reused():
     print("reused_address=none", flush=True)
 
 
+KERNEL = [None]
+
+
+def launch_chosen():
+    """Launches the kernel in KERNEL[0]: one launch site (one line) for every kernel."""
+    return cuda.cuLaunchKernel(KERNEL[0], 8, 1, 1, 256, 1, 1, 0, None, None, None)  # @launch_chosen
+
+
+def reused_cached():
+    """As `reused`, but every launch takes one path, the same line of each function: the
+    stack launching the culprit differs from an earlier one only in the code object of its
+    second frame, a new one at the address of a freed one, with the same bytecode. cudablame
+    keeps whole stacks per thread and must not take the earlier one for this one."""
+    launched = set()
+    for i in range(10000):
+        probe = i % 2 == 1
+        fn = make_launcher(100000 + i, 8) if probe else make_launcher(i, 1 + i % 7)
+        reused = probe and id(fn.__code__) in launched
+        if probe and not reused:
+            del fn
+            continue
+        KERNEL[0] = bad if reused else good
+        if reused:
+            print(f"reused_address={id(fn.__code__):#x}", flush=True)
+            print(f"last_function=gen_{100000 + i}", flush=True)
+        launched.add(id(fn.__code__))
+        rc = fn(launch_chosen)  # @reused_cached
+        if reused:
+            return rc
+        del fn
+    print("reused_address=none", flush=True)
+
+
 def main():
     scenario = sys.argv[1] if len(sys.argv) > 1 else "main"
     print(f"pid={os.getpid()}", flush=True)
@@ -237,6 +273,8 @@ def main():
         t.join()
     elif scenario == "reused":
         reused()
+    elif scenario == "reused_cached":
+        reused_cached()
     elif scenario == "sites":
         one_site()
     elif scenario == "two_paths":

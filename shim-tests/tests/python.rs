@@ -659,6 +659,53 @@ fn a_code_object_at_a_reused_address_is_named_as_itself() {
     assert_reused(&py, &r);
 }
 
+/// A code object freed and a new one made at its address while the launching thread's stack
+/// cache (`stack::python::cache`) keeps a stack that ran the old one (`reused_cached` in
+/// py_launch.py: every launch takes one path, so the culprit's stack is a kept one but for its
+/// second frame's code object, of the same bytecode at the same address): the report names the
+/// new function, its file and line, and the launch line above it. Fails if the cache compared
+/// only code addresses and instructions (the culprit's frame was the freed `gen_N` of
+/// `<gen N>` at line 2 to 8).
+fn assert_reused_cached(py: &Python, r: &Run) {
+    let who = &py.what;
+    assert_ne!(
+        r.printed("reused_address"),
+        "none",
+        "{who}: no address was reused"
+    );
+    let last = r.printed("last_function");
+    let n = last.strip_prefix("gen_").unwrap();
+    assert_eq!(r.culprit()["kernel"], "bad", "{who}");
+    let script = script().to_string_lossy().into_owned();
+    let stack = r.culprit()["python_stack"].as_array().unwrap().clone();
+    assert_eq!(
+        frame(&stack[0]),
+        (
+            "launch_chosen".into(),
+            script.clone(),
+            marker("launch_chosen")
+        ),
+        "{who}: {stack:?}"
+    );
+    assert_eq!(
+        frame(&stack[1]),
+        (last.clone(), format!("<gen {n}>"), 9),
+        "{who}: {stack:?}"
+    );
+    assert_eq!(
+        frame(&stack[2]),
+        ("reused_cached".into(), script, marker("reused_cached")),
+        "{who}: {stack:?}"
+    );
+}
+
+#[test]
+fn a_code_object_reused_while_its_stack_is_cached_is_named_as_itself() {
+    let py = python3();
+    let r = run_py(&py, "reused_cached", &[]);
+    assert_reused_cached(&py, &r);
+}
+
 /// Every CPython 3.10 to 3.13 this machine has (pyenv's and the system's, shared and static
 /// builds): the same exact frames from each, which checks the per-version layouts and line tables.
 #[test]
@@ -679,5 +726,7 @@ fn every_installed_cpython_version() {
         assert_backward(py, &r);
         let r = run_py(py, "reused", &[]);
         assert_reused(py, &r);
+        let r = run_py(py, "reused_cached", &[]);
+        assert_reused_cached(py, &r);
     }
 }

@@ -1,6 +1,7 @@
 //! Capture (hot path, per launch): the walk of the calling thread's own frame chain.
 
 use super::backward::*;
+use super::cache::{self, End, ThreadState, THREAD};
 use super::intern::*;
 use super::layout::*;
 use super::runtime::*;
@@ -40,7 +41,8 @@ pub(crate) struct PythonStack {
 pub(super) const MAX_WALK: usize = 4096;
 
 thread_local! {
-    /// 0 unknown, 1 an autograd worker (`pt_autograd_N`), 2 another thread.
+    /// 0 unknown, 1 an autograd worker (`pt_autograd_N`), 2 another thread. Read only where the
+    /// thread's [`THREAD`] cache is gone (its exit) or busy; otherwise the cache's copy.
     static AUTOGRAD_WORKER: Cell<u8> = const { Cell::new(0) };
 }
 
@@ -50,18 +52,27 @@ pub(super) fn is_autograd_worker() -> bool {
     AUTOGRAD_WORKER
         .try_with(|c| {
             if c.get() == 0 {
-                let mut name = [0u8; 17];
-                // SAFETY: PR_GET_NAME writes at most 16 bytes.
-                let ok = unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) } == 0;
-                c.set(if ok && name.starts_with(b"pt_autograd_") {
-                    1
-                } else {
-                    2
-                });
+                c.set(if thread_is_autograd_worker() { 1 } else { 2 });
             }
             c.get() == 1
         })
         .unwrap_or(false)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: full walks made on this thread (captures the stack cache did not answer).
+    pub(super) static FULL_WALKS: Cell<u32> = const { Cell::new(0) };
+    /// Tests: captures on this thread that the predicted entry did not answer.
+    pub(super) static UNPREDICTED: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The calling thread's name starts with `pt_autograd_` (one `prctl`).
+pub(super) fn thread_is_autograd_worker() -> bool {
+    let mut name = [0u8; 17];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes.
+    let ok = unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) } == 0;
+    ok && name.starts_with(b"pt_autograd_")
 }
 
 impl PythonStack {
@@ -93,62 +104,192 @@ impl PythonStack {
     #[inline]
     pub(crate) fn capture(depth: usize) -> PythonStack {
         match runtime() {
-            Some(rt) => Self::capture_from(rt, depth),
+            Some(rt) => (rt.capture)(rt, depth),
             None => PythonStack::EMPTY,
         }
     }
 
-    /// [`capture`](Self::capture)'s walk, out of line: its frame buffer (512 bytes) is on the
-    /// launching thread's stack only in a CPython process, not in every launch's frame (a launch
-    /// from a 16 KiB thread of a C program must fit: `robust.rs`, small stacks).
+    /// [`capture`](Self::capture) with the interpreter `rt` (tests: a fake one).
+    #[cfg(test)]
+    pub(super) fn capture_from(rt: &Runtime, depth: usize) -> PythonStack {
+        (rt.capture)(rt, depth)
+    }
+
+    /// The capture of layout walk `walk`, as [`Runtime::capture`] for that walk.
+    pub(super) fn capture_fn(walk: Walk) -> CaptureFn {
+        match walk {
+            Walk::Py310 => Self::cached::<WALK_310>,
+            Walk::Py311 => Self::cached::<WALK_311>,
+            Walk::Py312 => Self::cached::<WALK_312>,
+            Walk::Py313 => Self::cached::<WALK_313>,
+            Walk::Dynamic => Self::cached::<WALK_DYNAMIC>,
+        }
+    }
+
+    /// [`capture`](Self::capture) of a CPython process of layout walk `V` ([`Walk`]), out of
+    /// line (in a process that is not CPython a launch runs none of it), compiled once per walk
+    /// so that a launch runs one compact piece of code with its offsets as constants. The
+    /// thread's stack cache first (`cache`: a stack captured before costs one walk compared with
+    /// its kept copy); the full walk ([`Self::full`], whose frame buffer of 512 bytes is on the
+    /// stack only in its own frame: a launch from a 16 KiB thread of a C program must fit,
+    /// `robust.rs`, small stacks) only for a stack the cache does not have.
     #[inline(never)]
-    fn capture_from(rt: &'static super::runtime::Runtime, depth: usize) -> PythonStack {
+    fn cached<const V: u8>(rt: &Runtime, depth: usize) -> PythonStack {
+        let depth = depth.min(MAX_PYTHON_DEPTH) as u8;
         let mut s = PythonStack::EMPTY;
-        // Written by the walk up to `s.len`, read only that far.
-        let mut walked = [const { MaybeUninit::<FrameRef>::uninit() }; MAX_PYTHON_DEPTH];
-        let backward = RECENT_CODE
-            .with(|recent| {
-                let mut recent = recent.borrow_mut();
-                // SAFETY: PyGILState_GetThisThreadState reads this thread's TSS slot; the frames
-                // walked are this thread's own (see `walk`).
-                let backward = unsafe {
-                    let ts = (rt.this_thread_state)() as usize;
-                    ts != 0
-                        && rt.is_finalizing.is_none_or(|f| f() == 0)
-                        && rt.walk(
-                            ts,
-                            depth.min(MAX_PYTHON_DEPTH),
-                            &mut walked,
-                            &mut s,
-                            &mut recent.code,
-                        )
-                };
-                if s.len > 0 {
-                    // SAFETY: the walk wrote the first `s.len` frames.
-                    let frames = unsafe {
-                        std::slice::from_raw_parts(
-                            walked.as_ptr().cast::<FrameRef>(),
-                            s.len as usize,
-                        )
-                    };
-                    s.top = frames[0];
-                    s.stack = match recent.last_stack.wrapping_sub(1) {
-                        last if last != NO_STACK && stack_frames(last) == frames => last,
-                        _ => intern_stack(frames),
-                    };
-                    recent.last_stack = s.stack.wrapping_add(1);
+        if THREAD
+            .with(|t| t.with(|t| Self::on_thread::<V>(rt, t, depth, &mut s)))
+            .flatten()
+            .is_none()
+        {
+            Self::without_cache(&mut s);
+        }
+        s
+    }
+
+    /// [`cached`](Self::cached) with the thread's state `t`, into `s` (empty): the thread
+    /// state, its check, the innermost frame, then the entry predicted by the stack cache, else
+    /// [`Self::miss`]; then the backward context.
+    #[inline(always)]
+    fn on_thread<const V: u8>(
+        rt: &Runtime,
+        t: &mut ThreadState,
+        depth: u8,
+        s: &mut PythonStack,
+    ) -> Option<()> {
+        let l = cache::lay::<V>(rt);
+        // SAFETY: PyGILState_GetThisThreadState reads this thread's TSS slot; the frames walked
+        // are this thread's own (see `walk_chain`).
+        let backward = unsafe {
+            let ts = (rt.this_thread_state)() as usize;
+            if ts == 0 || rt.is_finalizing.is_some_and(|f| f() != 0) {
+                false
+            } else if ts != t.checked_ts
+                && rd::<usize>(ts + l.ts_thread_id) != libc::pthread_self() as usize
+            {
+                std::hint::cold_path();
+                LAYOUT_MISMATCH.store(true, Ordering::Relaxed);
+                false
+            } else {
+                t.checked_ts = ts;
+                match cache::first_frame(&l, ts) {
+                    0 => false,
+                    f => match t.stacks.predicted() {
+                        Some(e) if cache::verify(rt, &l, f, e, depth) => {
+                            t.stacks.hit_predicted(e, s)
+                        }
+                        _ => {
+                            std::hint::cold_path();
+                            Self::miss::<V>(rt, t, f, depth, s)
+                        }
+                    },
                 }
-                backward
-            })
-            .unwrap_or(false);
-        if is_autograd_worker() {
+            }
+        };
+        if backward | t.worker {
+            Self::backward_context(s, backward, t.worker);
+        }
+        Some(())
+    }
+
+    /// The backward context of a capture `s` (see the module doc): an autograd worker's
+    /// capture without a backward entry point of its own borrows the latest; another thread's
+    /// capture with one publishes it.
+    #[inline(never)]
+    fn backward_context(s: &mut PythonStack, backward: bool, worker: bool) {
+        if worker {
             if !backward {
                 s.borrowed = BACKWARD_GEN.load(Ordering::Acquire);
             }
         } else if backward {
-            publish_backward(&s);
+            publish_backward(s);
         }
-        s
+    }
+
+    /// A capture without the thread's cache (the thread is exiting, or a capture on it is
+    /// under way): no frames, but an autograd worker still borrows the backward context.
+    #[cold]
+    #[inline(never)]
+    fn without_cache(s: &mut PythonStack) {
+        *s = PythonStack::EMPTY;
+        Self::backward_context(s, false, is_autograd_worker());
+    }
+
+    /// A stack not predicted: its hash picks the cache's candidates; if none is it, the full
+    /// walk, whose result the cache then keeps.
+    ///
+    /// Safety: `f` is the innermost frame of the calling thread's own thread state.
+    #[inline(never)]
+    unsafe fn miss<const V: u8>(
+        rt: &Runtime,
+        t: &mut ThreadState,
+        f: usize,
+        depth: u8,
+        out: &mut PythonStack,
+    ) -> bool {
+        #[cfg(test)]
+        UNPREDICTED.with(|c| c.set(c.get() + 1));
+        let l = cache::lay::<V>(rt);
+        // SAFETY: this function's contract.
+        unsafe {
+            let (h, n, end) = cache::scan(rt, &l, f, depth as usize, std::ptr::null_mut());
+            if end != End::Other {
+                if n == 0 {
+                    // No frame to intern (depth 0 leaves only the truncation mark).
+                    out.truncated = end == End::Truncated;
+                    return false;
+                }
+                if let Some(backward) = cache::find(&mut t.stacks, rt, &l, f, h, depth, out) {
+                    return backward;
+                }
+            }
+            let (s, backward) = Self::full(rt, t, f, depth as usize);
+            // Kept only if exactly what a later capture must give: no frame left unknown (the
+            // intern table's lock may be free next time), the stack interned.
+            let exact = end != End::Other
+                && s.len() == n
+                && s.truncated == (end == End::Truncated)
+                && s.stack != NO_STACK
+                && s.frames().iter().all(|f| f.entry != UNKNOWN);
+            if exact {
+                cache::insert(&mut t.stacks, rt, &l, f, h, &s, backward);
+            }
+            *out = s;
+            backward
+        }
+    }
+
+    /// The full walk from the innermost frame `f`: each frame's code object through the
+    /// thread's recent code objects or the intern table, the stack through `stacks::intern`.
+    ///
+    /// Safety: as [`Self::miss`].
+    #[inline(never)]
+    unsafe fn full(
+        rt: &Runtime,
+        t: &mut ThreadState,
+        f: usize,
+        depth: usize,
+    ) -> (PythonStack, bool) {
+        #[cfg(test)]
+        FULL_WALKS.with(|c| c.set(c.get() + 1));
+        let mut s = PythonStack::EMPTY;
+        // Written by the walk up to `s.len`, read only that far.
+        let mut walked = [const { MaybeUninit::<FrameRef>::uninit() }; MAX_PYTHON_DEPTH];
+        // SAFETY: this function's contract.
+        let backward = unsafe { rt.walk(f, depth, &mut walked, &mut s, &mut t.code) };
+        if s.len > 0 {
+            // SAFETY: the walk wrote the first `s.len` frames.
+            let frames = unsafe {
+                std::slice::from_raw_parts(walked.as_ptr().cast::<FrameRef>(), s.len as usize)
+            };
+            s.top = frames[0];
+            s.stack = match t.last_stack.wrapping_sub(1) {
+                last if last != NO_STACK && stack_frames(last) == frames => last,
+                _ => intern_stack(frames),
+            };
+            t.last_stack = s.stack.wrapping_add(1);
+        }
+        (s, backward)
     }
 
     /// Frames captured (own frames, not the borrowed ones).
@@ -192,15 +333,16 @@ const CFRAME: u8 = 1;
 const DIRECT: u8 = 2;
 
 impl Runtime {
-    /// Walks this thread's frame chain from its thread state `ts` into `walked`, innermost
+    /// Walks this thread's frame chain from its innermost frame `f` into `walked`, innermost
     /// first, counting them in `s.len`; true if a frame is one of torch's backward entry points.
     ///
-    /// Safety: `ts` is the calling thread's own thread state. Its frames cannot change while this
-    /// thread is in the hook, and each frame keeps its code object alive.
+    /// Safety: `f` is the innermost frame of the calling thread's own thread state. Its frames
+    /// cannot change while this thread is in the hook, and each frame keeps its code object
+    /// alive.
     #[inline(always)]
     unsafe fn walk(
         &self,
-        ts: usize,
+        f: usize,
         depth: usize,
         walked: &mut [MaybeUninit<FrameRef>; MAX_PYTHON_DEPTH],
         s: &mut PythonStack,
@@ -209,27 +351,10 @@ impl Runtime {
         // SAFETY: this function's own contract (its doc and the callers' SAFETY comments): the
         // addresses it reads are live objects of this thread's interpreter.
         unsafe {
-            let l = &self.layout;
-            if rd::<usize>(ts + l.ts_thread_id) != libc::pthread_self() as usize {
-                LAYOUT_MISMATCH.store(true, Ordering::Relaxed);
-                return false;
-            }
-            match l.chain {
-                Chain::Frame310 => {
-                    let f = rd::<usize>(ts + l.ts_frame);
-                    self.walk_chain::<FRAME310>(f, depth, walked, s, recent)
-                }
-                Chain::CFrame => match rd::<usize>(ts + l.ts_frame) {
-                    0 => false,
-                    cframe => {
-                        let f = rd::<usize>(cframe + l.cframe_current);
-                        self.walk_chain::<CFRAME>(f, depth, walked, s, recent)
-                    }
-                },
-                Chain::Direct => {
-                    let f = rd::<usize>(ts + l.ts_frame);
-                    self.walk_chain::<DIRECT>(f, depth, walked, s, recent)
-                }
+            match self.layout.chain {
+                Chain::Frame310 => self.walk_chain::<FRAME310>(f, depth, walked, s, recent),
+                Chain::CFrame => self.walk_chain::<CFRAME>(f, depth, walked, s, recent),
+                Chain::Direct => self.walk_chain::<DIRECT>(f, depth, walked, s, recent),
             }
         }
     }

@@ -36,7 +36,7 @@ pub(super) struct Fingerprint {
 }
 
 /// Where a code object's shape word starts: right after `PyObject_HEAD` (16 bytes on LP64).
-const SHAPE: usize = 16;
+pub(super) const SHAPE: usize = 16;
 
 impl Fingerprint {
     /// `self == other`, without a branch per field (the per-frame test of the walk).
@@ -51,7 +51,8 @@ impl Fingerprint {
 }
 
 /// A thread's most recently seen code objects (address, fingerprint, entry index, flags), direct
-/// mapped: the hot path's answer without the process-wide table, whose lines a large program
+/// mapped, for the full walk (a stack not in the thread's `cache::StackCache`): its answer
+/// without the process-wide table, whose lines a large program
 /// keeps evicting from the CPU caches. A slot answers only for the same address and fingerprint,
 /// exactly what the table would check.
 pub(super) type RecentCode = [RecentSlot; RECENT];
@@ -77,18 +78,8 @@ pub(super) fn recent_slot(code: usize) -> usize {
     ((code as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % RECENT
 }
 
-/// What a thread's captures remember between launches: its recent code objects, and the stack
-/// it captured last (consecutive launches of one Python op share their stack: then a compare
-/// with it replaces the hash and the table probe).
-pub(super) struct Recent {
-    /// On the heap (16 KiB): see [`RECENT_CODE`].
-    pub(super) code: Box<RecentCode>,
-    /// The slot of the last stack plus one (`stacks::intern`; 0: none).
-    pub(super) last_stack: u32,
-}
-
 /// A slot of [`RecentCode`] that answers for no code object (address 0 is never one).
-const NO_CODE: RecentSlot = RecentSlot {
+pub(super) const NO_CODE: RecentSlot = RecentSlot {
     code: 0,
     fingerprint: Fingerprint {
         firstlineno: 0,
@@ -99,23 +90,6 @@ const NO_CODE: RecentSlot = RecentSlot {
     entry: 0,
     flags: 0,
 };
-
-crate::safety::per_thread! {
-    /// This thread's [`Recent`], made at its first capture, its slots on the heap. Not a
-    /// `thread_local!` array: a preloaded library's thread-locals are static TLS, which glibc
-    /// carves out of every thread's stack, so 16 KiB of them left a thread created with a small
-    /// stack 16 KiB less (`pthread_create` refused 16 KiB stacks with EINVAL; test
-    /// `a_thread_with_a_small_stack_keeps_it`). Built without a 16 KiB temporary on the stack
-    /// (`vec!` fills the heap buffer in place): a lazily built array once inlined its
-    /// initializer into the hook's stack frame.
-    pub(super) static RECENT_CODE: std::cell::RefCell<Recent> = || {
-        let code: Box<[RecentSlot]> = vec![NO_CODE; RECENT].into_boxed_slice();
-        std::cell::RefCell::new(Recent {
-            code: code.try_into().unwrap_or_else(|_| unreachable!("RECENT slots")),
-            last_stack: 0,
-        })
-    };
-}
 
 /// Flags of an entry, decided once from its file and name.
 pub(super) const FLAG_BACKWARD_ENTRY: u8 = 1;

@@ -14,25 +14,32 @@
 //! * Per launch, hot ([`PythonStack::capture`]): `PyGILState_GetThisThreadState()` (a TLS read,
 //!   safe without the GIL and before initialization) gives the calling thread's own thread state;
 //!   its frame chain cannot change while this thread is inside the hook, and every code object on
-//!   it is kept alive by its frame. The walk stores, per frame, the code object's entry in an
-//!   intern table and the instruction offset into a buffer on the hook's stack, no reference
-//!   counting (refcounts are not atomic under the GIL: never `Py_INCREF`); the record keeps the
-//!   stack's slot in a table of distinct stacks ([`stacks`]: a hash and a compare per launch,
-//!   an allocation only at the first sight of a stack) and its innermost frame.
+//!   it is kept alive by its frame. No reference counting (refcounts are not atomic under the
+//!   GIL: never `Py_INCREF`). A stack the thread captured before is found in its stack cache
+//!   ([`cache`]): one walk of the chain compares each frame's code object, instruction and
+//!   code-object fingerprint with the copy kept there (the entry tried first is the one captured
+//!   after the previous stack last time; else a hash picks 8 candidates), and the record gets
+//!   the kept stack's slot in the table of distinct stacks and its innermost frame. Any other
+//!   stack takes the full walk, which stores per frame the code object's entry in an intern
+//!   table and the instruction offset into a buffer on the hook's stack, then interns the stack
+//!   ([`stacks`]: a hash and a compare, an allocation only at the first sight of a stack); the
+//!   cache then keeps it. The capture is compiled once per known layout, its offsets constants.
 //! * First sight of a code object ([`intern`]): its file name, qualified name and line table are
 //!   copied into memory cudablame owns (the code object is alive then: the frame references it),
 //!   so a report never reads a code object that may have been freed since. Entries are keyed by
-//!   address and checked against a fingerprint (`co_firstlineno` and the addresses of
-//!   `co_consts` and `co_names`: fields on the lines the interpreter reads anyway, see
-//!   `intern::Fingerprint`) on every capture: a code object
-//!   freed and another allocated at its address gets a new entry. Entries are never freed.
+//!   address and checked against a fingerprint (`co_firstlineno`, the shape word and the
+//!   addresses of `co_consts` and `co_names`: fields on the lines the interpreter reads anyway,
+//!   see `intern::Fingerprint`) on every capture, by the stack cache as by the full walk: a code
+//!   object freed and another allocated at its address gets a new entry. Entries are never
+//!   freed.
 //! * Report time ([`PythonStack::resolve`]): offsets become line numbers with CPython's own
 //!   algorithm (`PyCode_Addr2Line`) over the copied line table: 3.10's PEP 626 `co_linetable`,
 //!   3.11+'s location table (`Objects/locations.md`).
 //!
-//! Layout safety: every walk first checks that the thread state's `thread_id` is this thread
-//! (`pthread_self`), and every frame's code object that its type is `PyCode_Type`; a mismatch
-//! (an unexpected build, e.g. `Py_TRACE_REFS`) stops the walk and the report says so.
+//! Layout safety: the first capture with each thread state checks that its `thread_id` is this
+//! thread (`pthread_self`; the thread's cache remembers the last thread state that passed), and
+//! every walk, cached or full, that each frame's code object has the type `PyCode_Type`; a
+//! mismatch (an unexpected build, e.g. `Py_TRACE_REFS`) stops the walk and the report says so.
 //!
 //! ## Backward pass
 //!
@@ -62,6 +69,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod backward;
+mod cache;
 mod capture;
 mod intern;
 mod layout;

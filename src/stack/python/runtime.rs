@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub(super) type ThisThreadStateFn = unsafe extern "C" fn() -> *mut c_void;
 pub(super) type FlagFn = unsafe extern "C" fn() -> c_int;
+/// A launch's capture of at most so many frames, compiled for one layout
+/// (`PythonStack::cached`).
+pub(super) type CaptureFn = fn(&Runtime, usize) -> super::capture::PythonStack;
 
 /// What the process turned out to be.
 pub(super) enum State {
@@ -17,16 +20,56 @@ pub(super) enum State {
     Ready(Box<Runtime>),
 }
 
+/// The interpreter as capture reads it. The fields every launch reads come first, in one cache
+/// line (`repr(C)`, 64-byte aligned): a known version's offsets are constants of the walk
+/// ([`Walk`]), so a launch reads nothing else here.
+#[repr(C, align(64))]
 pub(super) struct Runtime {
-    pub(super) version: (u32, u32),
-    pub(super) layout: Layout,
+    /// `PythonStack::cached` compiled for this layout (`PythonStack::capture_fn`).
+    pub(super) capture: CaptureFn,
     pub(super) this_thread_state: ThisThreadStateFn,
     /// `Py_IsFinalizing` (3.13) / `_Py_IsFinalizing` (3.10-3.12): thread states of other threads
     /// are freed during finalization; capture stops then.
     pub(super) is_finalizing: Option<FlagFn>,
     pub(super) code_type: usize,
+    pub(super) version: (u32, u32),
+    pub(super) layout: Layout,
     pub(super) unicode_type: usize,
     pub(super) bytes_type: usize,
+}
+
+/// Which compiled walk a runtime's frames take: one per known layout, whose offsets are then
+/// constants folded into the instructions (no register or memory read per offset), and one that
+/// reads them from [`Runtime::layout`] (a 3.13 build whose `_Py_DebugOffsets` differ from
+/// 3.13.0's headers). See `cache::lay`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum Walk {
+    Py310 = WALK_310,
+    Py311 = WALK_311,
+    Py312 = WALK_312,
+    Py313 = WALK_313,
+    Dynamic = WALK_DYNAMIC,
+}
+
+/// [`Walk`] as the const parameter of the walks (`cache`).
+pub(super) const WALK_310: u8 = 0;
+pub(super) const WALK_311: u8 = 1;
+pub(super) const WALK_312: u8 = 2;
+pub(super) const WALK_313: u8 = 3;
+pub(super) const WALK_DYNAMIC: u8 = 4;
+
+impl Walk {
+    /// The walk for `layout`: a constant one where `layout` is a known version's exactly.
+    pub(super) fn of(layout: &Layout) -> Walk {
+        match *layout {
+            l if l == LAYOUT_310 => Walk::Py310,
+            l if l == LAYOUT_311 => Walk::Py311,
+            l if l == LAYOUT_312 => Walk::Py312,
+            l if l == LAYOUT_313 => Walk::Py313,
+            _ => Walk::Dynamic,
+        }
+    }
 }
 
 /// Fork-safe, as `stacks::TABLE` (detection is idempotent: `ForkSafeOnce` may run it twice).
@@ -118,6 +161,7 @@ pub(super) fn detect() -> State {
     // SAFETY: the signatures of these CPython API functions.
     unsafe {
         State::Ready(Box::new(Runtime {
+            capture: super::capture::PythonStack::capture_fn(Walk::of(&layout)),
             version,
             layout,
             this_thread_state: std::mem::transmute::<usize, ThisThreadStateFn>(this),
@@ -133,7 +177,20 @@ pub(super) fn state() -> &'static State {
     STATE.get_or_init(detect)
 }
 
+/// The interpreter whose frames are read, if any: an atomic load and a compare once known.
+#[inline(always)]
 pub(super) fn runtime() -> Option<&'static Runtime> {
+    match STATE.get() {
+        Some(State::Ready(rt)) => Some(rt),
+        Some(_) => None,
+        None => runtime_first(),
+    }
+}
+
+/// [`runtime`] at the first launch: finds out what the process is.
+#[cold]
+#[inline(never)]
+fn runtime_first() -> Option<&'static Runtime> {
     match state() {
         State::Ready(rt) => Some(rt),
         _ => None,
