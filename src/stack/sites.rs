@@ -461,10 +461,14 @@ mod tests {
     }
 
     /// Launches through `launch` from one call site, `n` times (the second to last after
-    /// forgetting this thread's recent sites: from the table).
+    /// forgetting this thread's recent sites: from the table). Out of line and `n` opaque: a
+    /// loop unrolled into the test (`n` a constant there) made each launch a call site of its
+    /// own, with its own return address, so another native path (seen once the crate's
+    /// inlining changed).
+    #[inline(never)]
     fn launches(n: usize, launch: fn(SiteKey) -> Option<u32>, k: SiteKey) -> Vec<Option<u32>> {
         let mut got = Vec::new();
-        for i in 0..n {
+        for i in 0..std::hint::black_box(n) {
             if i + 2 == n {
                 forget_recent();
             }
