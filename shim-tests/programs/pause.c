@@ -61,8 +61,11 @@ int main(int argc, char **argv) {
     check("cuDeviceGet", cuDeviceGet(&dev, 0));
     check("retain", cuDevicePrimaryCtxRetain(&ctx, dev));
     check("set", cuCtxSetCurrent(ctx));
+    /* The faulting kernel runs 50 ms: the launches that must come before its fault surfaces
+     * (the quick kernels after it, recording resumed) fit in that even on a loaded machine
+     * (with 1 ms, a quick launch of `hidden` got the fault once in a full test run). */
     check("module", cuModuleLoadData(&mod, "// fake: quick\n// fake: slow delay_us=20000\n"
-                                           "// fake: oob_write fault=700 delay_us=1000\n"));
+                                           "// fake: oob_write fault=700 delay_us=50000\n"));
     check("quick", cuModuleGetFunction(&quick, mod, "quick"));
     check("slow", cuModuleGetFunction(&slow, mod, "slow"));
     check("bad", cuModuleGetFunction(&bad, mod, "oob_write"));
