@@ -603,6 +603,8 @@ pub(super) unsafe fn find(
 /// capture's entry.
 ///
 /// Safety: as [`scan`].
+#[cold]
+#[inline(never)]
 pub(super) unsafe fn insert(
     c: &mut StackCache,
     rt: &Runtime,
