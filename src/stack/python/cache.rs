@@ -11,9 +11,12 @@
 //!
 //! What is kept ([`Entry`]), per distinct stack: a 16-byte [`Head`] (the interned stack's slot,
 //! its innermost frame, its length, whether it was truncated, whether a frame is a backward
-//! entry point, and which entry was captured right after it last time), then per frame a [`Rec`] of 40 bytes: exactly what the walk reads of the frame
-//! and its code object, raw (code object address, instruction pointer, the fingerprint of the
-//! code object, see `intern::Fingerprint`). A 6-frame entry is 256 bytes: 4 cache lines.
+//! entry point, and which entry was captured right after it last time), then exactly what the
+//! walk reads, raw: per frame a [`Rec`] of 16 bytes (code object address, instruction), the
+//! first frame of each code object followed by its fingerprint ([`Fp`], 24 bytes: see
+//! `intern::Fingerprint`). A 6-frame entry of 6 code objects is 256 bytes (4 cache lines); 24
+//! frames of 5 code objects (a recursion, or nested `nn.Module` calls, which repeat
+//! `Module._call_impl` at every level) 520 bytes (9 lines).
 //!
 //! How a launch finds its entry: first the one captured after the thread's previous stack last
 //! time (a loop's launches come in the same order every step: no hash, no index read); failing
@@ -27,8 +30,8 @@
 //! table, then `stacks::intern`), after which its entry is written here.
 //!
 //! Memory: one allocation per thread that captures frames (at its first entry, calloc'd, so
-//! its pages are touched only as they fill): an index of 128 buckets of 8 ways (8 KiB) and 4,096 lines (256 KiB) of entries,
-//! written one after another; when they are full all entries are dropped at once and the cache
+//! its pages are touched only as they fill): an index of 128 buckets of 8 ways (8 KiB) and
+//! 4,096 lines (256 KiB) of entries, written one after another; when they are full all entries are dropped at once and the cache
 //! fills again (no eviction per entry, no free list). Nothing here is shared between threads:
 //! a forked child keeps the forking thread's cache, whose entries stay exact (verified against
 //! memory at every use; the stack and code-object tables they name are kept across `fork`).
@@ -39,13 +42,23 @@ use super::layout::*;
 use super::runtime::*;
 use crate::config::MAX_PYTHON_DEPTH;
 
-/// One frame as an [`Entry`] keeps it (40 bytes), as [`rec`] reads it:
-/// `[code, instr, shape_line, consts, names]`: the code object's address; the instruction
-/// (3.11+: the `prev_instr` / `instr_ptr` pointer; 3.10: `f_lasti` in the low half and
-/// `co_firstlineno` in the high half); the code object's shape word (3.11+: `ob_size` with
-/// `co_firstlineno` in its high half, which is zero: a code object of 2^32 code units does not
-/// exist; 3.10: `co_argcount` and `co_posonlyargcount`); `co_consts` and `co_names`.
-pub(super) type Rec = [u64; 5];
+/// One frame as an [`Entry`] keeps it (16 bytes), as the walk reads it: `[code, instr]`: the
+/// code object's address ([`REPEAT`] set when an earlier frame of the entry ran the same code
+/// object), and the instruction ([`instr_word`]). A frame whose code object is the first of its
+/// kind in the entry is followed by that code object's [`Fp`]: a recursive function, or
+/// `Module._call_impl` at every level of nested modules, keeps its fingerprint once per stack.
+pub(super) type Rec = [u64; 2];
+
+/// A code object's fingerprint as an [`Entry`] keeps it (24 bytes), as [`fp_words`] reads it:
+/// `[shape_line, consts, names]`: the shape word (3.11+: `ob_size` with `co_firstlineno` in its
+/// high half, which is zero: a code object of 2^32 code units does not exist; 3.10:
+/// `co_argcount` and `co_posonlyargcount`, the first line being in the instruction word), the
+/// addresses of `co_consts` and `co_names`: with the first line, `intern::Fingerprint`.
+pub(super) type Fp = [u64; 3];
+
+/// [`Rec`]'s flag (code objects are at least 8-byte aligned): the code object of an earlier
+/// frame of the same entry, whose fingerprint and type that frame's comparison checked.
+const REPEAT: u64 = 1;
 
 /// What precedes an entry's frames (16 bytes, at the start of a 64-byte line), laid out for the
 /// few instructions a hit spends on it.
@@ -121,7 +134,8 @@ impl Head {
     }
 }
 
-/// An entry: a [`Head`], then its frames' [`Rec`]s, from the start of a line.
+/// An entry: a [`Head`], then its frames' [`Rec`]s (each code object's first one followed by its
+/// [`Fp`]), from the start of a line.
 pub(super) type Entry = *mut Head;
 
 /// Words in a cache line.
@@ -134,7 +148,7 @@ const WAYS: usize = 8;
 pub(super) const LINES: usize = 4096;
 /// Lines of the largest entry (64 frames).
 const MAX_ENTRY_LINES: usize = lines_for(MAX_PYTHON_DEPTH);
-const _: () = assert!(std::mem::size_of::<Head>() == 16 && std::mem::size_of::<Rec>() == 40);
+const _: () = assert!(std::mem::size_of::<Head>() == 16 && std::mem::size_of::<Rec>() == 16);
 // Line numbers plus one leave `Head::next`'s flag bit free; the largest entry fits.
 const _: () = assert!(LINES < BACKWARD as usize && MAX_ENTRY_LINES <= LINES);
 /// Frames a verifying walk may skip (entry frames of the interpreter, 3.13's non-code
@@ -142,9 +156,15 @@ const _: () = assert!(LINES < BACKWARD as usize && MAX_ENTRY_LINES <= LINES);
 /// then stays below [`MAX_WALK`] steps, where the full walk would stop.
 const SKIP_LIMIT: usize = MAX_WALK - MAX_PYTHON_DEPTH - 2;
 
-/// Lines taken by an entry of `n` frames.
+/// Lines taken by an entry of `n` frames running `d` distinct code objects.
+const fn lines_of(n: usize, d: usize) -> usize {
+    (std::mem::size_of::<Head>() + n * std::mem::size_of::<Rec>() + d * std::mem::size_of::<Fp>())
+        .div_ceil(64)
+}
+
+/// Lines taken by an entry of `n` frames at most.
 const fn lines_for(n: usize) -> usize {
-    (std::mem::size_of::<Head>() + n * std::mem::size_of::<Rec>()).div_ceil(64)
+    lines_of(n, n)
 }
 
 /// A thread's stacks (see the module doc). Not shared: a thread's `ThreadCache` owns it. The
@@ -314,24 +334,40 @@ pub(super) unsafe fn first_frame(l: &Layout, ts: usize) -> usize {
     }
 }
 
-/// Frame `f`, whose code object `code` was checked to be one, as kept ([`Rec`]).
+/// The instruction of frame `f`, running the code object `code` (checked to be one), as kept
+/// ([`Rec`]): 3.11+ the `prev_instr` / `instr_ptr` pointer (with the code object's address, its
+/// byte offset); 3.10 `f_lasti` in the low half and `co_firstlineno` in the high half.
 ///
 /// Safety: `f` is a live frame of this thread, of layout `l`, and `code` its code object.
 #[inline(always)]
-unsafe fn rec(l: &Layout, f: usize, code: usize) -> Rec {
+unsafe fn instr_word(l: &Layout, f: usize, code: usize) -> u64 {
     // SAFETY: this function's contract: a live frame and the code object it keeps alive.
     unsafe {
-        let firstlineno = (rd::<i32>(code + l.co_firstlineno) as u32 as u64) << 32;
+        match l.chain {
+            Chain::Frame310 => {
+                let firstlineno = rd::<i32>(code + l.co_firstlineno) as u32 as u64;
+                rd::<i32>(f + l.fr_instr) as u32 as u64 | firstlineno << 32
+            }
+            Chain::CFrame | Chain::Direct => rd::<usize>(f + l.fr_instr) as u64,
+        }
+    }
+}
+
+/// The fingerprint of the code object `code` (checked to be one), as kept ([`Fp`]).
+///
+/// Safety: `code` is a code object kept alive by a frame of this thread, of layout `l`.
+#[inline(always)]
+unsafe fn fp_words(l: &Layout, code: usize) -> Fp {
+    // SAFETY: this function's contract.
+    unsafe {
         let shape = rd::<u64>(code + SHAPE);
-        let (instr, shape_line) = match l.chain {
-            Chain::Frame310 => (rd::<i32>(f + l.fr_instr) as u32 as u64 | firstlineno, shape),
+        let shape_line = match l.chain {
+            Chain::Frame310 => shape,
             Chain::CFrame | Chain::Direct => {
-                (rd::<usize>(f + l.fr_instr) as u64, shape ^ firstlineno)
+                shape ^ (rd::<i32>(code + l.co_firstlineno) as u32 as u64) << 32
             }
         };
         [
-            code as u64,
-            instr,
             shape_line,
             rd::<usize>(code + l.co_consts) as u64,
             rd::<usize>(code + l.co_names) as u64,
@@ -375,10 +411,10 @@ pub(super) enum End {
     Other,
 }
 
-/// Mixes one frame into a stack's hash.
+/// Mixes one frame (its code object and instruction word) into a stack's hash.
 #[inline(always)]
-fn mix(h: u64, r: &Rec) -> u64 {
-    (h ^ r[0]).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ r[1]
+fn mix(h: u64, code: usize, instr: u64) -> u64 {
+    (h ^ code as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ instr
 }
 
 /// A stack's hash from its frames' mix and their number: the bucket from bits 7..14, the tag
@@ -401,17 +437,17 @@ thread_local! {
 
 /// The walk of the full capture (`capture`'s `walk_chain`: the same frames skipped, counted and
 /// stopped at) from the innermost frame `f`, with at most `depth` frames: their hash, their
-/// number and how it ended. With `out` not null, writes their [`Rec`]s there (room for `depth`).
+/// number and how it ended. Calls `each` with each frame counted, its code object (checked to be
+/// one) and its [`instr_word`].
 ///
-/// Safety: `f` is the innermost frame of the calling thread, of `rt`'s layout `l`; `out` is
-/// null or writable for `depth` records.
+/// Safety: `f` is the innermost frame of the calling thread, of `rt`'s layout `l`.
 #[inline(always)]
 pub(super) unsafe fn scan(
     rt: &Runtime,
     l: &Layout,
     mut f: usize,
     depth: usize,
-    out: *mut Rec,
+    mut each: impl FnMut(usize, u64),
 ) -> (u64, usize, End) {
     // SAFETY: this function's contract: the frames are this thread's own, each keeping its code
     // object alive (see `capture`).
@@ -438,11 +474,9 @@ pub(super) unsafe fn scan(
             if n >= depth {
                 return (finish(h, n), n, End::Truncated);
             }
-            let r = rec(l, f, code);
-            if !out.is_null() {
-                out.add(n).write(r);
-            }
-            h = mix(h, &r);
+            let instr = instr_word(l, f, code);
+            each(code, instr);
+            h = mix(h, code, instr);
             n += 1;
             f = next;
         }
@@ -450,22 +484,25 @@ pub(super) unsafe fn scan(
     }
 }
 
-/// `a == b` past the code object (equal already), without a branch or a call per word.
+/// `a == b`, without a branch or a call per word.
 #[inline(always)]
-fn same(a: &Rec, b: &Rec) -> bool {
-    ((a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) | (a[4] ^ b[4])) == 0
+fn same(a: &Fp, b: &Fp) -> bool {
+    ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2])) == 0
 }
 
 /// Whether entry `e` is exactly what the full walk would capture from the innermost frame `f`
-/// with `depth` frames at most: its depth limit is `depth`, and walking the chain as the full
-/// walk does, the frames counted are its frames, every [`Rec`] field equal, and the walk ends
-/// where it ended (the outermost frame, or one more code object past the depth limit when it
-/// was truncated). Reads each frame and its code object once, compares, and stops at the first
-/// difference; never trusts a hash.
+/// with `depth` frames at most: `depth` is a limit it stands for ([`Head::fits`]), and walking
+/// the chain as the full walk does, the frames counted are its frames (each code object's
+/// address and type, instruction, and at its first frame its fingerprint, equal), and the walk
+/// ends where it ended (the outermost frame, or one more code object past the depth limit when
+/// it was truncated). Reads each frame and its code object once, compares, and stops at the
+/// first difference; never trusts a hash. A later frame of a code object is compared by address
+/// and instruction only: the code object is the one its first frame's comparison checked.
 ///
-/// Per frame on 3.12: 5 reads of Python's frame and code object (the code object's type, shape,
-/// constants, names and first line: the lines the interpreter reads to run it), 5 of the entry
-/// (40 bytes), about 30 instructions.
+/// Per frame on 3.12: 4 reads of Python's frame (previous, owner, code object, instruction) and,
+/// at a code object's first frame in the stack, 5 of the code object (its type, shape, constants,
+/// names and first line: the lines the interpreter reads to run it); 2 reads of the entry (5 at
+/// a first frame); about 21 instructions (29 at a first frame).
 ///
 /// Safety: as [`scan`]; `e` an entry of this thread's cache.
 #[inline(always)]
@@ -477,29 +514,47 @@ pub(super) unsafe fn verify(rt: &Runtime, l: &Layout, mut f: usize, e: Entry, de
         if !head.fits(depth) {
             return false;
         }
-        let mut r = e.add(1).cast::<Rec>();
-        let end = r.add(head.len());
+        let mut r = e.add(1).cast::<u64>();
+        let mut left = head.len();
         let mut skipped = 0usize;
         loop {
             if f == 0 {
-                return r == end && !head.truncated();
+                return left == 0 && !head.truncated();
             }
             let next = rd::<usize>(f + l.fr_previous);
             if !entry_frame(l, f) {
                 let code = rd::<usize>(f + l.fr_code);
-                if r != end && code as u64 == (*r)[0] {
-                    // `code` is not 0: the kept one was a code object.
-                    if rd::<usize>(code + l.ob_type) != rt.code_type || !same(&rec(l, f, code), &*r)
+                // 0: the kept code object, first of its kind; `REPEAT`: an earlier frame's,
+                // compared there (then `code` is not 0 and is that object).
+                let kept = if left != 0 {
+                    code as u64 ^ *r
+                } else {
+                    u64::MAX
+                };
+                if kept == 0 {
+                    if rd::<usize>(code + l.ob_type) != rt.code_type
+                        || instr_word(l, f, code) != *r.add(1)
+                        || !same(&fp_words(l, code), &*r.add(2).cast::<Fp>())
                     {
                         return false;
                     }
-                    r = r.add(1);
+                    r = r.add(5);
+                    left -= 1;
+                    f = next;
+                    continue;
+                }
+                if kept == REPEAT {
+                    if instr_word(l, f, code) != *r.add(1) {
+                        return false;
+                    }
+                    r = r.add(2);
+                    left -= 1;
                     f = next;
                     continue;
                 }
                 // Not the kept frame: past the kept frames, a frame to skip, or another stack.
                 if is_code(rt, l, code) {
-                    return r == end && head.truncated();
+                    return left == 0 && head.truncated();
                 }
                 if l.chain != Chain::Direct {
                     return false; // the full walk's layout mismatch
@@ -548,6 +603,8 @@ pub(super) unsafe fn find(
 /// capture's entry.
 ///
 /// Safety: as [`scan`].
+#[cold]
+#[inline(never)]
 pub(super) unsafe fn insert(
     c: &mut StackCache,
     rt: &Runtime,
@@ -561,15 +618,36 @@ pub(super) unsafe fn insert(
     debug_assert!(n > 0 && n <= MAX_PYTHON_DEPTH && lines_for(n) <= MAX_ENTRY_LINES);
     let line = c.room(n);
     let e = c.entry(line);
-    // SAFETY: this function's contract; `room` left `lines_for(n)` lines from `e` inside `mem`.
-    let (again, m, end) = unsafe { scan(rt, l, f, n, e.add(1).cast::<Rec>()) };
+    // Code objects met so far (for `REPEAT`), on the stack of a miss only.
+    let mut seen = [0usize; MAX_PYTHON_DEPTH];
+    let mut d = 0;
+    let mut w = e.cast::<u64>().wrapping_add(2);
+    // SAFETY: this function's contract; `room` left `lines_for(n)` lines from `e` inside `mem`,
+    // room for `n` records each followed by a fingerprint, and `scan` calls `each` `n` times at
+    // most (its depth limit).
+    let (again, m, end) = unsafe {
+        scan(rt, l, f, n, |code, instr| {
+            let repeat = seen[..d].contains(&code);
+            if !repeat {
+                seen[d] = code;
+                d += 1;
+            }
+            w.write(code as u64 | if repeat { REPEAT } else { 0 });
+            w.add(1).write(instr);
+            w = w.add(2);
+            if !repeat {
+                w.cast::<Fp>().write(fp_words(l, code));
+                w = w.add(3);
+            }
+        })
+    };
     if m != n || again != h || (end == End::Truncated) != s.truncated {
         return; // cannot happen: the frames did not change; keep nothing rather than guess
     }
     let head = Head::new(s, backward);
     // SAFETY: as above.
     unsafe { e.write(head) };
-    c.used += lines_for(n) as u16;
+    c.used += lines_of(n, d) as u16;
     // SAFETY: `bucket` is inside `mem`.
     let ways = unsafe { &mut *c.bucket(h) };
     let way = match ways.iter().position(|&w| w == 0) {

@@ -232,7 +232,7 @@ impl PythonStack {
         let l = cache::lay::<V>(rt);
         // SAFETY: this function's contract.
         unsafe {
-            let (h, n, end) = cache::scan(rt, &l, f, depth as usize, std::ptr::null_mut());
+            let (h, n, end) = cache::scan(rt, &l, f, depth as usize, |_, _| {});
             if end != End::Other {
                 if n == 0 {
                     // No frame to intern (depth 0 leaves only the truncation mark).

@@ -723,6 +723,72 @@ fn a_kept_code_object_that_is_not_one_any_more_is_not_counted() {
     }
 }
 
+/// A stack running a code object in more than one frame (recursion; `Module._call_impl` at each
+/// level of nested modules) keeps that code object's fingerprint once, at its first frame, and
+/// compares the later frames by address and instruction: still exact for each frame's line, for
+/// another function in a repeated frame's place, and for the repeated code object replaced at
+/// its address (both of its frames then name the new one).
+#[test]
+fn a_stack_running_a_code_object_twice_is_exact_in_every_frame() {
+    for l in layouts() {
+        let fake = Fake::new(l);
+        let (codes, _) = three_frames(&fake);
+        let (inner, middle, outer) = (codes[0], codes[1], codes[2]);
+        // inner, middle, inner, middle, outer: a recursion through middle.
+        let chain = |fake: &Fake, third: usize| fake.chain(&[inner, middle, third, middle, outer]);
+        let top = chain(&fake, inner);
+        let ts = fake.thread_state(top);
+        let expected = frame_names(&[THREE[0], THREE[1], THREE[0], THREE[1], THREE[2]]);
+        let walks = full_walks();
+        let used = || {
+            super::cache::THREAD
+                .with(|t| t.with(|t| t.stacks.used()))
+                .flatten()
+        };
+        let before = used().unwrap();
+        for _ in 0..3 {
+            assert_eq!(named(&fake.capture(32)), expected, "{:?}", l.chain);
+        }
+        assert_eq!(full_walks(), walks + 1, "{:?}: from the cache", l.chain);
+        // 16 bytes of head, 5 frames of 16, 3 fingerprints of 24: 168 bytes, 3 lines (4 with a
+        // fingerprint per frame).
+        assert_eq!(used().unwrap(), before + 3, "{:?}", l.chain);
+        // The second `inner` frame at another instruction.
+        let third = get::<usize>(get::<usize>(top + l.fr_previous) + l.fr_previous);
+        fake.set_instr(third, inner, 32);
+        let mut moved = expected.clone();
+        moved[2].2 = 12;
+        assert_eq!(named(&fake.capture(32)), moved, "{:?}", l.chain);
+        fake.set_instr(third, inner, 16);
+        for _ in 0..2 {
+            assert_eq!(named(&fake.capture(32)), expected, "{:?}", l.chain);
+        }
+        // Another function in the second `inner` frame's place (same first line and
+        // instruction: on 3.10 the same instruction word).
+        let other = fake.code("/app/m.py", "other", 10);
+        fake.set_top(ts, chain(&fake, other));
+        let mut replaced = expected.clone();
+        replaced[2] = ("other".into(), "/app/m.py".into(), 11);
+        for _ in 0..2 {
+            assert_eq!(named(&fake.capture(32)), replaced, "{:?}", l.chain);
+        }
+        // `middle` (both of its frames) freed and another code object made at its address.
+        fake.set_top(ts, top);
+        assert_eq!(named(&fake.capture(32)), expected);
+        put(middle + l.co_names, object(32));
+        put(middle + l.co_name, fake.str("middle2"));
+        if let Some(q) = l.co_qualname {
+            put(middle + q, fake.str("middle2"));
+        }
+        let mut renamed = expected.clone();
+        renamed[1].0 = "middle2".into();
+        renamed[3].0 = "middle2".into();
+        for _ in 0..2 {
+            assert_eq!(named(&fake.capture(32)), renamed, "{:?}", l.chain);
+        }
+    }
+}
+
 /// The depth limit: a stack deeper than it is kept truncated for that limit only; with a
 /// limit it fits in, the same frames come back whole (from the cache where it has them).
 #[test]
