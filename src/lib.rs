@@ -18,7 +18,8 @@
 //! program unchanged (panics contained, stderr writes that cannot hurt, fork handling).
 
 //!
-//! The statics every recorded op reads (switches, the driver's and the configuration's cells, the
+//! The statics every recorded op reads (the gate, `safety::gate`, that sends every call but the
+//! common case the general way; switches, the driver's and the configuration's cells, the
 //! clock's anchor, the stream table's epoch) carry `#[link_section = "cudablame_hot"]`: the
 //! linker puts them side by side in one section of a few cache lines, where they were spread
 //! over eight lines of `.data` and `.bss` (`nm` of the release build). Between two launches a
