@@ -103,16 +103,19 @@ impl PythonStack {
     /// module doc). In a process that is not CPython this is one atomic load.
     #[inline]
     pub(crate) fn capture(depth: usize) -> PythonStack {
-        match runtime() {
-            Some(rt) => (rt.capture)(rt, depth),
-            None => PythonStack::EMPTY,
+        let mut s = PythonStack::EMPTY;
+        if let Some(rt) = runtime() {
+            (rt.capture)(rt, depth, &mut s);
         }
+        s
     }
 
     /// [`capture`](Self::capture) with the interpreter `rt` (tests: a fake one).
     #[cfg(test)]
     pub(super) fn capture_from(rt: &Runtime, depth: usize) -> PythonStack {
-        (rt.capture)(rt, depth)
+        let mut s = PythonStack::EMPTY;
+        (rt.capture)(rt, depth, &mut s);
+        s
     }
 
     /// The capture of layout walk `walk`, as [`Runtime::capture`] for that walk.
@@ -133,18 +136,18 @@ impl PythonStack {
     /// its kept copy); the full walk ([`Self::full`], whose frame buffer of 512 bytes is on the
     /// stack only in its own frame: a launch from a 16 KiB thread of a C program must fit,
     /// `robust.rs`, small stacks) only for a stack the cache does not have.
+    ///
+    /// Writes the capture into `s`, which is [`PythonStack::EMPTY`] (the caller's: no copy).
     #[inline(never)]
-    fn cached<const V: u8>(rt: &Runtime, depth: usize) -> PythonStack {
+    fn cached<const V: u8>(rt: &Runtime, depth: usize, s: &mut PythonStack) {
         let depth = depth.min(MAX_PYTHON_DEPTH) as u8;
-        let mut s = PythonStack::EMPTY;
         if THREAD
-            .with(|t| t.with(|t| Self::on_thread::<V>(rt, t, depth, &mut s)))
+            .with(|t| t.with(|t| Self::on_thread::<V>(rt, t, depth, s)))
             .flatten()
             .is_none()
         {
-            Self::without_cache(&mut s);
+            Self::without_cache(s);
         }
-        s
     }
 
     /// [`cached`](Self::cached) with the thread's state `t`, into `s` (empty): the thread

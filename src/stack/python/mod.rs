@@ -65,20 +65,21 @@
 //! Cost per launch (fake driver, launches from C through the shim with the GIL released, native
 //! stack off, 2-core x86-64 VM; `shim-tests/programs/py_bench.py DEPTH 13000 inline c`, the same
 //! stack at every launch). Under callgrind, the capture of a stack the thread's cache predicts
-//! (`PythonStack::cached`, with its calls into CPython: `PyGILState_GetThisThreadState` and
-//! `_Py_IsFinalizing`, some 35 instructions of them): 6 frames 300 instructions on CPython 3.11
-//! and 335 on 3.12 (710 and 760 with the per-frame lookups before the cache), 12 frames 410 and
-//! 455 (1,200 and 1,275), 24 frames 625 and 695 (2,175 and 2,310): about 21 instructions a frame
+//! (`PythonStack::cached` with its calls into CPython, `PyGILState_GetThisThreadState` and
+//! `_Py_IsFinalizing`: some 35 instructions of them): 6 frames 290 instructions on CPython 3.11
+//! and 325 on 3.12 (710 and 760 with the per-frame lookups before the cache), 12 frames 400 and
+//! 445 (1,200 and 1,275), 24 frames 620 and 690 (2,175 and 2,310): about 21 instructions a frame
 //! of an already-seen code object, 29 for the first frame of each (recursion and nested
 //! `nn.Module` calls repeat code objects). Under cachegrind with the caches evicted between
 //! launches (`BENCH_POLLUTE_KB=3072 BENCH_POLLUTE_CODE=1`, as by PyTorch's own work between
-//! launches): 10.6 (3.11) and 11.5 (3.12) of cudablame's code lines (22 before), and of its data
-//! lines 5.8 read and 1 written at 6 frames, 6.7 and 1 to 1.7 at 12, 9.6 and 1 at 24 (17 to 19
-//! read and 6 to 8 written before), besides Python's own frames and code objects (16 to 58
-//! lines, one fewer than before: a thread state's `thread_id` is read once). 300 distinct
-//! stacks launched in a loop from Python (8 frames, 3.12): about 375 instructions a launch in
-//! the same order every round, 770 in a new random order every round (the hash path), 1,100
-//! before either way.
+//! launches), with the Python reads counted apart (`rd` out of line in a measuring build):
+//! 10.6 code lines of cudablame's (22 before), and of its data lines 4.8 to 8.6 read and 0 to 1
+//! written at 6 to 24 frames (16 to 19 read and 6 to 8 written before), plus 2 read by the
+//! caller (`record::hot::prepare`: the runtime's pointer and first line, read here before);
+//! Python's own frames and code objects are 16 to 58 lines, one fewer than before (a thread
+//! state's `thread_id` is read once). 300 distinct stacks launched in a loop from Python (8
+//! frames, 3.12): about 375 instructions a launch in the same order every round, 770 in a new
+//! random order every round (the hash path), 1,100 before either way.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod backward;

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub(super) type ThisThreadStateFn = unsafe extern "C" fn() -> *mut c_void;
 pub(super) type FlagFn = unsafe extern "C" fn() -> c_int;
-/// A launch's capture of at most so many frames, compiled for one layout
-/// (`PythonStack::cached`).
-pub(super) type CaptureFn = fn(&Runtime, usize) -> super::capture::PythonStack;
+/// A launch's capture of at most so many frames, compiled for one layout, into a
+/// `PythonStack::EMPTY` (`PythonStack::cached`).
+pub(super) type CaptureFn = fn(&Runtime, usize, &mut super::capture::PythonStack);
 
 /// What the process turned out to be.
 pub(super) enum State {
