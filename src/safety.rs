@@ -51,12 +51,14 @@ pub(crate) fn gate() -> u8 {
     GATE.load(Ordering::Relaxed)
 }
 
-/// Sets (`on`) or clears the gate bits `bits`.
-pub(crate) fn set_gate(bits: u8, on: bool) {
+/// Sets (`on`) or clears the gate bits `bits`; returns the bits set before. One atomic
+/// read-modify-write: a bit is the only state of what it stands for (`interpose::pause` keeps
+/// no flag of its own), so two threads switching at once cannot leave two states disagreeing.
+pub(crate) fn set_gate(bits: u8, on: bool) -> u8 {
     if on {
-        GATE.fetch_or(bits, Ordering::Relaxed);
+        GATE.fetch_or(bits, Ordering::Relaxed)
     } else {
-        GATE.fetch_and(!bits, Ordering::Relaxed);
+        GATE.fetch_and(!bits, Ordering::Relaxed)
     }
 }
 
@@ -71,9 +73,9 @@ pub(crate) fn panic_hook_installed() -> bool {
     HOOK.load(Ordering::Acquire) == 2
 }
 
-/// [`guarded`] for the common path, where the gate said cudablame is on and the panic hook is
-/// installed: `None` if `f` panicked (then cudablame is off from now on) or if a panic since the
-/// gate was read turned it off.
+/// [`guarded`] without its check that the panic hook is installed (where a hooked call has
+/// made sure of it, or left it to another thread installing it now: `catching`): `None` if `f`
+/// panicked (then cudablame is off from now on) or if a panic turned it off already.
 #[inline(always)]
 pub(crate) fn contained<T>(f: impl FnOnce() -> T) -> Option<T> {
     if disabled() {
@@ -265,7 +267,7 @@ impl<T: Default> Default for Resettable<T> {
 pub(crate) fn register_fork_handler(child: extern "C" fn()) {
     // Not a `std::sync::Once`: a thread forking while another is inside `call_once` would leave
     // the child's copy "running" forever, and the child's first hook would wait on it forever.
-    #[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
+    // Read only until the gate opens (`interpose::run_general`): not in the hot section.
     static REGISTERED: AtomicBool = AtomicBool::new(false);
     if !REGISTERED.load(Ordering::Acquire) && !REGISTERED.swap(true, Ordering::AcqRel) {
         // SAFETY: registers a plain extern "C" function that takes no lock and never unwinds

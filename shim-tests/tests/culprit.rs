@@ -538,6 +538,24 @@ fn a_faulting_graph_is_named_by_its_captured_kernels() {
     assert!(r.culprit_functions().iter().any(|f| f == "main"));
 }
 
+/// A kernel cudablame saw no lookup of faults at its first launch, inside the launch call, and
+/// the driver names nothing after the fault (`FAKE_CUDA_NAMELESS=after_fault`): the name was
+/// asked at that launch before its real call. (Asked after it, the report said
+/// `kernel (name unknown)`: found by review of the sixteenth session's hot path.)
+#[test]
+fn a_kernel_whose_first_launch_faults_at_once_keeps_its_name() {
+    let prog = compile("first_launch_fault", true);
+    let r = run(&prog, &[], true, &[("FAKE_CUDA_NAMELESS", "after_fault")]);
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    assert_eq!(r.printed("sync_rc"), "700");
+    let op = r.culprit();
+    assert_eq!(op["kernel"], "bad_kernel", "{op:#}\n{}", r.stderr);
+    assert!(r
+        .culprit_functions()
+        .iter()
+        .any(|f| f == "launch_bad_kernel"));
+}
+
 #[test]
 fn kernel_names_come_from_the_lookup_when_the_driver_will_not_say() {
     // Driver 580 did not name PTX-module functions (cuFuncGetName failed on the H200): the name

@@ -67,8 +67,8 @@ pub(crate) fn hook(
 ///
 /// The common case (cudablame set up, recording, not measuring: [`crate::safety::gate`] is 0)
 /// takes one load of the gate and one of the driver's function, then [`record_call`]
-/// (`CUDABLAME_STATS` takes the same path, timed); anything else (setting up, paused, off) goes
-/// through [`run_general`], out of line, so that the common path's code stays in as
+/// (`CUDABLAME_STATS` takes the same path, timed; a paused benchmark the same opening, then
+/// [`paused_call`]); anything else (setting up, off) goes through [`run_general`], out of line, so that the common path's code stays in as
 /// few cache lines as possible (the hook's cost in a host-bound PyTorch step is mostly its own
 /// code and data missing the caches, issue 21).
 #[inline(never)]
@@ -78,26 +78,65 @@ fn run(
     describe: &dyn Fn() -> Call,
     call_real: &dyn Fn(usize) -> CUresult,
 ) -> CUresult {
+    use crate::safety::Gate;
     let gate = crate::safety::gate();
-    if gate & !crate::safety::Gate::TIMED == 0 {
+    if gate & !(Gate::TIMED | Gate::PAUSED) == 0 {
         if let Some(d) = real::found_driver() {
             let real = d.real[ep as usize];
             if real != 0 {
                 if gate == 0 {
                     return record_call::<false>(d, ep, entry, describe, call_real, real, 0);
                 }
-                // `CUDABLAME_STATS`: the same path, timed (what it measures is this path's cost).
-                let entered = record::cost::start();
-                return record_call::<true>(d, ep, entry, describe, call_real, real, entered);
+                // `CUDABLAME_STATS` (the same path, timed: what it measures is this path's
+                // cost) or a paused benchmark: both sides of `train_step.py --paired` open the
+                // same way, so recording minus paused is recording's own work.
+                let entered = if gate & Gate::TIMED != 0 {
+                    record::cost::start()
+                } else {
+                    0
+                };
+                if gate & Gate::PAUSED != 0 {
+                    if let Some(rc) = paused_call(describe, call_real, real, entered) {
+                        return rc;
+                    }
+                }
+                return if entered != 0 {
+                    record_call::<true>(d, ep, entry, describe, call_real, real, entered)
+                } else {
+                    record_call::<false>(d, ep, entry, describe, call_real, real, 0)
+                };
             }
         }
     }
     run_general(ep, entry, describe, call_real)
 }
 
+/// A call while a benchmark paused cudablame (`cudablame_pause`): the driver's call alone,
+/// except a capture's begin and end, which still keep the capture count, and the graph table's
+/// calls (`Call::kept_while_paused`): for those `None`, record it. (Telling them apart costs the
+/// paused path one `describe`, a few stores.) `entered`: the hook's entry under
+/// `CUDABLAME_STATS` (0: not measuring). Cold, out of line.
+#[cold]
+#[inline(never)]
+fn paused_call(
+    describe: &dyn Fn() -> Call,
+    call_real: &dyn Fn(usize) -> CUresult,
+    real: usize,
+    entered: u64,
+) -> Option<CUresult> {
+    match while_paused(describe) {
+        Paused::Kept => None,
+        Paused::Op => Some(record::cost::paused_op(entered, || call_real(real))),
+        Paused::Other => {
+            record::cost::break_gap(entered);
+            Some(call_real(real))
+        }
+    }
+}
+
 /// [`run`] when the gate is not open: the first calls (finding the driver, reading the
-/// configuration, installing the panic hook and the fork handler, then opening the gate), a
-/// paused benchmark, cudablame turned off by an internal error.
+/// configuration, installing the panic hook and the fork handler, then opening the gate; a
+/// benchmark may pause before that), cudablame turned off by an internal error.
 #[cold]
 #[inline(never)]
 fn run_general(
@@ -115,18 +154,9 @@ fn run_general(
     }
     // The hook's entry, for the whole hook's time under `CUDABLAME_STATS` (0: not measuring).
     let entered = record::cost::start();
-    // Paused by a benchmark (`cudablame_pause`): the driver's call alone, except a capture's
-    // begin and end, which still keep the capture count, and the graph table's calls
-    // (`Call::kept_while_paused`). (Telling them apart costs the paused path one `describe`, a
-    // few stores.)
     if pause::paused() {
-        match while_paused(describe) {
-            Paused::Kept => {}
-            Paused::Op => return record::cost::paused_op(entered, || call_real(real)),
-            Paused::Other => {
-                record::cost::break_gap(entered);
-                return call_real(real);
-            }
+        if let Some(rc) = paused_call(describe, call_real, real, entered) {
+            return rc;
         }
     }
     crate::safety::register_fork_handler(after_fork_in_child);

@@ -76,10 +76,10 @@ pub(crate) fn enqueue<const TIMED: bool>(
         }
         if CAPTURES_ACTIVE.load(Ordering::Relaxed) > 0 && driver.is_capturing(state.id.handle()) {
             // The op went into a graph being captured: it did not run now.
-            captured(driver, *op, entry);
+            captured(*op, entry);
             return;
         }
-        let (copy, site_bytes) = stack_copy(driver, cfg, entry, op);
+        let (copy, site_bytes) = stack_copy(cfg, entry, op);
         copied = copy.map_or(site_bytes, |c| c.1);
         op.seq = ring.push(op, cfg.ring, copy, &|| state.completed_now());
         state.issued.store(op.seq, Ordering::Release);
@@ -121,7 +121,6 @@ fn failed_launch(
         }
     }
     op.stack = crate::safety::guarded(|| keep_live_stack(op.time_ns, entry)).unwrap_or_default();
-    note_kernel(driver, &op);
     op
 }
 
@@ -145,8 +144,7 @@ fn moved_context(
 /// `op` went into a graph being captured (it did not run now): kept with its live stack for
 /// the graph's launches. Out of line: rare in a launch's path.
 #[inline(never)]
-fn captured(driver: &'static real::Driver, mut op: OpRecord, entry: &EntryRegs) {
-    note_kernel(driver, &op);
+fn captured(mut op: OpRecord, entry: &EntryRegs) {
     op.stack = keep_live_stack(op.time_ns, entry);
     graphs::captured(op);
 }
@@ -219,18 +217,12 @@ fn mark_if_due_now(
 /// keyed by its Python stack if any and its thread's stack depth, checked by its return
 /// addresses), which then sets `op.stack`; with the bytes copied for that site now (its first
 /// launch; else 0).
-///
-/// Also notes the kernel's name at this thread's first launch of it (`names::note`), except
-/// for a launch from a site in the thread's recent sites, whose kernel the thread launched
-/// before (one thread-local table probe less per launch).
 pub(super) fn stack_copy<'a>(
-    driver: &'static real::Driver,
     cfg: &config::Config,
     entry: &'a EntryRegs,
     op: &mut OpRecord,
 ) -> (Option<(&'a EntryRegs, usize)>, usize) {
     if cfg.stack == StackMode::Off {
-        note_kernel(driver, op);
         return (None, 0);
     }
     // Asked only when a stack is copied: a site's first launch, or a launch without a site.
@@ -257,22 +249,10 @@ pub(super) fn stack_copy<'a>(
                 site: found.site,
                 first: found.copied > 0,
             };
-            if !found.recent {
-                note_kernel(driver, op);
-            }
             return (None, found.copied);
         }
     }
-    note_kernel(driver, op);
     (Some((entry, bytes())), 0)
-}
-
-/// Names a kernel op's handle at this thread's first launch of it (`names::note`).
-#[inline(always)]
-fn note_kernel(driver: &'static real::Driver, op: &OpRecord) {
-    if op.launch.kind == OpKind::Kernel {
-        names::note(driver, op.launch.handle);
-    }
 }
 
 /// Writes the op's record into `op` before its real call (its Python frames, thread and
@@ -294,6 +274,12 @@ pub(super) fn prepare<const TIMED: bool>(
     let python = crate::stack::python::PythonStack::capture_configured();
     time.lap(cost::Phase::Python);
     let thread = crate::threads::thread_id();
+    if launch.kind == OpKind::Kernel {
+        // Before the real call: the driver may not name a kernel after a sticky error, and a
+        // kernel's first launch can be the one that faults (test
+        // `a_kernel_whose_first_launch_faults_at_once_keeps_its_name`).
+        names::note(driver, launch.handle);
+    }
     let id = StreamId::resolve(launch.stream, ep.per_thread_default(), thread);
     let (state, unchecked) = if check_context {
         (streams::lookup(driver, id), false)

@@ -32,7 +32,7 @@ fn record_blocking_copy(ep: EntryPoint, launch: Launch, complete: bool, entry: &
     let copy = if complete {
         None
     } else {
-        stack_copy(driver, cfg, entry, &mut op).0
+        stack_copy(cfg, entry, &mut op).0
     };
     let mut ops = state.ops.lock();
     op.seq = ops.push(&op, cfg.ring, copy, &|| state.completed_now());

@@ -208,10 +208,6 @@ pub(crate) struct Found {
     pub(crate) site: u32,
     /// Bytes of stack copied now (the site's first launch; else 0).
     pub(crate) copied: usize,
-    /// In this thread's recent sites: the thread launched from this site before, with this key
-    /// (the same kernel handle among others), so what the thread notes once per kernel
-    /// (`record::names`) is noted already.
-    pub(crate) recent: bool,
 }
 
 /// The site of `key` and the bytes copied for it now: from this thread's recent sites (no lock,
@@ -242,7 +238,6 @@ pub(crate) fn site_of(
         Some(Some((site, path))) if same_path(entry, path, bounds) => Some(Found {
             site: site - 1,
             copied: 0,
-            recent: true,
         }),
         Some(Some(_)) => other_path(),
         _ => site_uncached(key, entry, bytes, bounds, generation, slot),
@@ -376,11 +371,7 @@ fn site_uncached(
     if copied == 0 && !same_path(entry, path, bounds) {
         return other_path();
     }
-    Some(Found {
-        site,
-        copied,
-        recent: false,
-    })
+    Some(Found { site, copied })
 }
 
 /// Report time: the native stack of site `site` (its copy unwound, `depth` frames), empty if

@@ -226,9 +226,13 @@ pub unsafe extern "C" fn cuFuncGetName(pname: *mut *const c_char, func: CUfuncti
 /// With `FAKE_CUDA_NAMELESS=1`, `cuFuncGetName` and `cuKernelGetName` answer
 /// `CUDA_ERROR_NOT_SUPPORTED`, as driver 580 did on the H200 for functions of a module loaded from
 /// PTX with `cuModuleLoadData`: the name is then only known from the `cuModuleGetFunction` lookup.
+/// With `FAKE_CUDA_NAMELESS=after_fault` they answer until the current context has a sticky
+/// error, then return it: a driver that names nothing once the context died (cudablame must have
+/// asked before, at the kernel's first launch).
 fn nameless() -> crate::types::Res<()> {
     match std::env::var("FAKE_CUDA_NAMELESS") {
         Ok(v) if v == "1" => Err(crate::errors::NOT_SUPPORTED),
+        Ok(v) if v == "after_fault" => crate::context::current_checked().map(|_| ()),
         _ => Ok(()),
     }
 }
