@@ -625,6 +625,23 @@ fn backward_worker_shows_its_frames_then_the_callers() {
     assert!(py_at < native_at);
 }
 
+/// What the `reused` scenarios of py_launch.py share: an address was reused, the culprit is the
+/// `bad` kernel; returns the interpreter's name, the last generated function (`gen_N`), its N
+/// and the culprit's Python stack.
+fn reused_culprit(py: &Python, r: &Run) -> (String, String, String, Vec<Value>) {
+    let who = py.what.clone();
+    assert_ne!(
+        r.printed("reused_address"),
+        "none",
+        "{who}: no address was reused"
+    );
+    let last = r.printed("last_function");
+    let n = last.strip_prefix("gen_").unwrap().to_string();
+    assert_eq!(r.culprit()["kernel"], "bad", "{who}");
+    let stack = r.culprit()["python_stack"].as_array().unwrap().clone();
+    (who, last, n, stack)
+}
+
 /// A code object freed and a new one made at its address (`reused` in py_launch.py: fresh
 /// functions launch once each and are dropped, each followed by one compiled at a first line
 /// none of them had, until that one lands on an address a launched one had and launches the
@@ -632,16 +649,7 @@ fn backward_worker_shows_its_frames_then_the_callers() {
 /// for the address before (the code objects' fingerprint). Fails with the fingerprint check
 /// removed (the culprit's frame was `gen_0` of `<gen 0>`).
 fn assert_reused(py: &Python, r: &Run) {
-    let who = &py.what;
-    assert_ne!(
-        r.printed("reused_address"),
-        "none",
-        "{who}: no address was reused"
-    );
-    let last = r.printed("last_function");
-    let n = last.strip_prefix("gen_").unwrap();
-    assert_eq!(r.culprit()["kernel"], "bad", "{who}");
-    let stack = r.culprit()["python_stack"].as_array().unwrap().clone();
+    let (who, last, n, stack) = reused_culprit(py, r);
     assert_eq!(frame(&stack[0]).0, "launch_bad", "{who}: {stack:?}");
     // Compiled with 7 blank lines first: `return launch()` is line 9 of "<gen N>".
     assert_eq!(
@@ -667,17 +675,8 @@ fn a_code_object_at_a_reused_address_is_named_as_itself() {
 /// only code addresses and instructions (the culprit's frame was the freed `gen_N` of
 /// `<gen N>` at line 2 to 8).
 fn assert_reused_cached(py: &Python, r: &Run) {
-    let who = &py.what;
-    assert_ne!(
-        r.printed("reused_address"),
-        "none",
-        "{who}: no address was reused"
-    );
-    let last = r.printed("last_function");
-    let n = last.strip_prefix("gen_").unwrap();
-    assert_eq!(r.culprit()["kernel"], "bad", "{who}");
+    let (who, last, n, stack) = reused_culprit(py, r);
     let script = script().to_string_lossy().into_owned();
-    let stack = r.culprit()["python_stack"].as_array().unwrap().clone();
     assert_eq!(
         frame(&stack[0]),
         (
