@@ -6,9 +6,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-/// Set by the first panic in cudablame's code: every hook then only makes the real call.
-#[link_section = "cudablame_hot"] // read by every recorded op: see lib.rs
-static DISABLED: AtomicBool = AtomicBool::new(false);
 /// The panic hook: 0 not installed, 1 being installed (by one thread; the others do not wait),
 /// 2 installed. Not a `std::sync::Once`: see [`ForkSafeOnce`].
 #[link_section = "cudablame_hot"] // read by every hook: see lib.rs
@@ -17,10 +14,11 @@ static HOOK: AtomicU8 = AtomicU8::new(0);
 pub(crate) mod lock;
 pub(crate) mod own_thread;
 
-/// Whether an internal error turned cudablame off.
+/// Whether an internal error turned cudablame off (the first panic in its code: every hook
+/// then only makes the real call): the gate's [`Gate::DISABLED`] bit, its only state.
 #[inline]
 pub(crate) fn disabled() -> bool {
-    DISABLED.load(Ordering::Relaxed)
+    gate() & Gate::DISABLED != 0
 }
 
 /// The hot path's one switch: 0 when a hooked call may take the common path (everything set up,
@@ -64,7 +62,6 @@ pub(crate) fn set_gate(bits: u8, on: bool) -> u8 {
 
 /// Turns cudablame off for good (the first panic in its code).
 fn disable() {
-    DISABLED.store(true, Ordering::Relaxed);
     set_gate(Gate::DISABLED, true);
 }
 
@@ -81,6 +78,12 @@ pub(crate) fn contained<T>(f: impl FnOnce() -> T) -> Option<T> {
     if disabled() {
         return None;
     }
+    caught(f)
+}
+
+/// Runs `f`, turning a panic into `None` and cudablame off.
+#[inline(always)]
+fn caught<T>(f: impl FnOnce() -> T) -> Option<T> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(v) => Some(v),
         Err(_) => {
@@ -112,13 +115,7 @@ pub(crate) fn catching<T>(f: impl FnOnce() -> T) -> Option<T> {
         install_panic_hook();
         HOOK.store(2, Ordering::Release);
     }
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(v) => Some(v),
-        Err(_) => {
-            disable();
-            None
-        }
-    }
+    caught(f)
 }
 
 /// Replaces the default panic hook of cudablame's own copy of `std` (a Rust host program has

@@ -100,11 +100,7 @@ fn run(
                         return rc;
                     }
                 }
-                return if entered != 0 {
-                    record_call::<true>(d, ep, entry, describe, call_real, real, entered)
-                } else {
-                    record_call::<false>(d, ep, entry, describe, call_real, real, 0)
-                };
+                return record_call_from(d, ep, entry, describe, call_real, real, entered);
             }
         }
     }
@@ -165,11 +161,7 @@ fn run_general(
         return call_real(real);
     };
     open_gate();
-    if entered != 0 {
-        record_call::<true>(d, ep, entry, describe, call_real, real, entered)
-    } else {
-        record_call::<false>(d, ep, entry, describe, call_real, real, 0)
-    }
+    record_call_from(d, ep, entry, describe, call_real, real, entered)
 }
 
 /// Opens the gate ([`crate::safety::Gate::NOT_READY`]) once everything the common path relies on
@@ -184,6 +176,24 @@ fn open_gate() {
     set_gate(Gate::TIMED, crate::config::get().stats);
     if crate::safety::panic_hook_installed() {
         set_gate(Gate::NOT_READY, false);
+    }
+}
+
+/// [`record_call`], timed from `entered` when it is a reading (`CUDABLAME_STATS`), else untimed.
+#[inline(always)]
+fn record_call_from(
+    d: &'static real::Driver,
+    ep: EntryPoint,
+    entry: &crate::stack::EntryRegs,
+    describe: &dyn Fn() -> Call,
+    call_real: &dyn Fn(usize) -> CUresult,
+    real: usize,
+    entered: u64,
+) -> CUresult {
+    if entered != 0 {
+        record_call::<true>(d, ep, entry, describe, call_real, real, entered)
+    } else {
+        record_call::<false>(d, ep, entry, describe, call_real, real, 0)
     }
 }
 

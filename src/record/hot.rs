@@ -175,14 +175,23 @@ pub(super) fn mark_if_due(
     {
         return false;
     }
-    mark_if_due_now(driver, cfg, state, ring, op, returned_ns, blocking_copy)
+    mark_if_due_now(
+        driver,
+        (cfg.markers, &budget),
+        state,
+        ring,
+        op,
+        returned_ns,
+        blocking_copy,
+    )
 }
 
-/// [`mark_if_due`] past its common answer: the policy's decision, the marker's write.
+/// [`mark_if_due`] past its common answer: the policy's decision under `(mode, budget)`, the
+/// marker's write.
 #[inline(never)]
 fn mark_if_due_now(
     driver: &'static real::Driver,
-    cfg: &config::Config,
+    (mode, budget): (config::MarkerMode, &policy::Budget),
     state: &StreamState,
     ring: &mut ring::Ring,
     op: &OpRecord,
@@ -190,8 +199,8 @@ fn mark_if_due_now(
     blocking_copy: bool,
 ) -> bool {
     let due = policy::should_mark(
-        cfg.markers,
-        &policy::Budget::new(cfg.marker_gap_us, cfg.marker_window),
+        mode,
+        budget,
         &ring.marks,
         op.time_ns,
         op.seq,

@@ -20,10 +20,10 @@
 //! first sight, a marker's write) is out of line, the common path has no timing code
 //! (`cost::Timeline<false>`; `CUDABLAME_STATS` takes the same path timed), and the marker
 //! decision's common answer is a few compares (`policy::Marks::surely_not_due`). Counted with
-//! callgrind on the simulated driver (`py_bench.py 6 N inline c`, 6 Python frames), the library's
-//! code per launch went from 140 distinct 64-byte lines and about 1,870 instructions to about 92
-//! lines and 1,160 instructions in the sixteenth session (the Python walk's share: 24 lines and
-//! 650 instructions to 12 and 256, `stack::python::cache`).
+//! `scripts/callgrind-lines.py` on the simulated driver (`py_bench.py 6 20000 inline c`,
+//! CPython 3.12), the library's code per launch went from 155 distinct 64-byte lines and 1,961
+//! instructions to 96 lines and 1,202 instructions in the sixteenth session, the Python walk's
+//! share the most of it (`stack::python::cache`; README, Performance).
 
 pub(crate) mod cost;
 pub(crate) mod graphs;
