@@ -22,7 +22,7 @@
 #              run, from blocks of steps recording vs paused (train_step.py --paired;
 #              BENCH_PAIRED_BLOCK). Each eager step is judged GPU-bound (at most +2%) or
 #              host-bound (+4%) by its measured GPU share (train_step.py --count: the step's
-#              summed GPU activity over its ms, no shim; 0.9 or more: GPU-bound)       (~210 s)
+#              summed GPU activity over its ms, no shim; 0.9 or more: GPU-bound)       (~235 s)
 #   memory     resident memory after 1M and after all of BENCH_MEM_N back-to-back launches,
 #              without and with cudablame (5M by default: 10M does not fit the budget)    (~40 s)
 #   latency    report build time (build_ns: faulting call to report written, symbolization
@@ -34,7 +34,9 @@
 #              reference; killed after BENCH_SAN_TIMEOUT s ("timeout"). Last, so that a slow
 #              sanitizer cannot cost the other results                         (~30-120 s)
 # plus ~15 s of nvcc builds: about 6-7 minutes for `all`; BENCH_QUICK=1 runs the parts that
-# print goals 1-4 (gpu launch train stats) with 40 steps per training run (about 4 minutes).
+# print goals 1-4 (gpu launch train stats) with 40 steps per training run (about 4 minutes;
+# scripts/gpu-calls/bench.sh's 20 steps took 351 s on an H100 before BENCH_PAIRED_MS, which adds
+# about 25 s).
 # The last section prints goals 1-4 of issue 21, each "met" or "NOT met" with its numbers.
 #
 # Usage: scripts/bench.sh [gpu|launch|probe|train|memory|latency|stats|sanitizer|all]...  (default all)
@@ -56,6 +58,8 @@
 #   BENCH_PAIRED_BLOCK steps per block of the cudablame training runs' same-process comparison,
 #                      recording vs paused, ABBA (5; those runs then time 2 x BENCH_STEPS more
 #                      steps per size); 0: not run
+#   BENCH_PAIRED_MS    at least this many ms of block pairs in each of those runs' comparison,
+#                      per size (train_step.py --paired-ms; at most 200 pairs) (1500)
 #   BENCH_TRAIN_FULL   1: also cudablame with CUDABLAME_STACK=off, CUDABLAME_PYTHON=off and
 #                      CUDABLAME_MARKERS=off in the training table (0)
 #   BENCH_PROBE_N      calls per probe item (25600)
@@ -432,8 +436,14 @@ GPU_BOUND_SHARE=0.9
 # cannot reach; BENCH_PAIRED_BLOCK=0 turns it off.
 PAIRED=${BENCH_PAIRED_BLOCK:-5}
 [[ $PAIRED =~ ^[0-9]+$ ]] || { echo "BENCH_PAIRED_BLOCK=$PAIRED: not a number of steps" >&2; exit 2; }
+# Each run's comparison takes at least BENCH_PAIRED_MS ms of block pairs (train_step.py
+# --paired-ms): 4 pairs of 5-step blocks left each run's median so noisy that 7 runs' interval
+# spanned 10 points on the small GPT step (sixteenth session); ~1.5 s of pairs per size gives it
+# 12 (gpt) to 30 (tiny) pairs at about 1.5 s more per size and run.
+PAIRED_MS=${BENCH_PAIRED_MS:-1500}
+[[ $PAIRED_MS =~ ^[0-9]+$ ]] || { echo "BENCH_PAIRED_MS=$PAIRED_MS: not a number of ms" >&2; exit 2; }
 PAIRED_ARGS=""
-((PAIRED > 0)) && PAIRED_ARGS="|--paired $PAIRED"
+((PAIRED > 0)) && PAIRED_ARGS="|--paired $PAIRED --paired-ms $PAIRED_MS"
 train_configs=(
   "no shim|BENCH_COUNT_LAUNCHES=1"
   "cudablame default (markers budget, native + Python stacks)|$S$PAIRED_ARGS"

@@ -1,7 +1,7 @@
 """train_step.py: ms per training step of a small GPT-style model (benchmark, not a test).
 
     python3 train_step.py [--size gpt|tiny|graph|big|gpt,tiny,graph,big] [--steps N] [--warmup N]
-                          [--count] [--paired K]
+                          [--count] [--paired K [--paired-ms MS]]
 
 gpt:   6 layers, d=512, 8 heads, bf16, batch 16x256, forward + backward + AdamW. On the H200
        with the host pinned to one CPU its kernels keep the GPU busy for less than half the step
@@ -25,7 +25,9 @@ compares cudablame recording with cudablame paused (`cudablame_pause`, found wit
 ctypes.CDLL(None); without the shim there is no switch and nothing more is run or printed), so
 the host's speed, which on a shared machine changes by up to 2x from one process to the next,
 is the same on both sides. Steps run in blocks of K, paused (A) and recording (B) in ABBA order
-(pair i is AB for even i, BA for odd: a linear drift cancels), ceil(steps / K) blocks per state;
+(pair i is AB for even i, BA for odd: a linear drift cancels), ceil(steps / K) blocks per state,
+or with --paired-ms MS as many pairs as fill about MS ms at the timed steps' median (at most 200;
+more pairs narrow each run's median, which bench.sh's verdict takes over runs);
 the GPU is synchronized at each block's edges and not inside (a block's time / K is its ms per
 step: the host may run ahead within a block, as in a training loop). One line per size:
 `<size>_paired_pct=<median over pairs of 100 * (recording / paused - 1)> <size>_paired_lo=<x>
@@ -40,6 +42,7 @@ BENCH_PAIRED_AA=1 in the environment keeps both sides paused: a check of the com
 """
 import argparse
 import ctypes
+import math
 import os
 import statistics
 import sys
@@ -59,6 +62,14 @@ p.add_argument(
     default=0,
     metavar="K",
     help="also compare recording with paused cudablame in one process, blocks of K steps (0: no)",
+)
+p.add_argument(
+    "--paired-ms",
+    type=float,
+    default=0,
+    metavar="MS",
+    help="with --paired: at least this many ms of block pairs (from the timed steps' median; "
+    "at most 200 pairs); 0: ceil(steps / K) pairs",
 )
 args = p.parse_args()
 count = args.count or os.environ.get("BENCH_COUNT_LAUNCHES") == "1"
@@ -140,7 +151,16 @@ def interval(values):
     return statistics.median(v), v[k], v[-1 - k]
 
 
-def paired(size, step, k):
+def pairs_for(steps, k, paired_ms, step_ms):
+    """Block pairs of one --paired comparison: ceil(steps / k), or more where `paired_ms` of
+    pairs (2 k steps of `step_ms` each) need more, at most 200."""
+    pairs = -(-steps // k)
+    if paired_ms > 0 and step_ms > 0:
+        pairs = max(pairs, min(200, math.ceil(paired_ms / (2 * k * step_ms))))
+    return pairs
+
+
+def paired(size, step, k, step_ms):
     """Blocks of k steps, paused (A) and recording (B) in ABBA order; prints the paired line."""
 
     # BENCH_PAIRED_AA=1: both sides paused, a check of the comparison itself (its pct should be 0).
@@ -155,7 +175,7 @@ def paired(size, step, k):
         torch.cuda.synchronize()  # and this block's work is timed in this block
         return (time.perf_counter() - t0) * 1e3 / k
 
-    pairs = -(-args.steps // k)
+    pairs = pairs_for(args.steps, k, args.paired_ms, step_ms)
     ratios, paused_ms, recording_ms = [], [], []
     before = PAUSE(0)
     try:
@@ -234,7 +254,7 @@ def bench(size):
         flush=True,
     )
     if PAUSE is not None:
-        paired(size, step, args.paired)
+        paired(size, step, args.paired, statistics.median(times))
     if count:
         launches, busy = count_launches(step)
         print(

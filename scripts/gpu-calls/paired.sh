@@ -1,7 +1,8 @@
 #!/bin/bash
 # Goal 4's same-process verdict for several libraries or settings side by side, as a user runs
 # them (no CUDABLAME_STATS: the hooks untimed): ROUNDS (5) rotating rounds of one process per run,
-# `train_step.py --size $SIZES --paired 5` (recording vs paused blocks, ABBA), each pinned to CPU 2.
+# `train_step.py --size $SIZES --paired 5 --paired-ms $PAIRED_MS` (recording vs paused blocks,
+# ABBA; at least PAIRED_MS ms of pairs per size, 1500), each pinned to CPU 2.
 # RUNS="label|library|ENV=value ...;..." (default: base and new in .gpu/). Prints each run's
 # paired pct per size, then per label and size the median of the runs' medians with the second
 # smallest and second largest (bench.sh's rule), and the paused ms (the host's speed).
@@ -22,7 +23,8 @@ for ((r = 0; r < ROUNDS; r++)); do
     IFS='|' read -r label lib env <<<"$run"
     # shellcheck disable=SC2086
     out=$(timeout -k 5 150 taskset -c 2 env LD_PRELOAD=$lib CUDABLAME_REPORT=off $env \
-      python3 cuda-samples/bench/train_step.py --size "$SIZES" --steps 20 --paired 5 2>&1)
+      python3 cuda-samples/bench/train_step.py --size "$SIZES" --steps 20 --paired 5 \
+      --paired-ms "${PAIRED_MS:-1500}" 2>&1)
     echo "$out" > "$L/$r-$label.txt"
     echo "r$r $label $(grep -oE '[a-z]+_(paired_pct|paused_ms)=[-0-9.]+' <<<"$out" | tr '\n' ' ')"
   done
