@@ -438,8 +438,8 @@ PAIRED=${BENCH_PAIRED_BLOCK:-5}
 [[ $PAIRED =~ ^[0-9]+$ ]] || { echo "BENCH_PAIRED_BLOCK=$PAIRED: not a number of steps" >&2; exit 2; }
 # Each run's comparison takes at least BENCH_PAIRED_MS ms of block pairs (train_step.py
 # --paired-ms): 4 pairs of 5-step blocks left each run's median so noisy that 7 runs' interval
-# spanned 10 points on the small GPT step (sixteenth session); ~1.5 s of pairs per size gives it
-# 12 (gpt) to 30 (tiny) pairs at about 1.5 s more per size and run.
+# spanned 10 points on the small GPT step (sixteenth session); ~1.5 s of pairs per size gives
+# 8-15 (gpt, 10-20 ms a step) to 30 (tiny) pairs at about 1-1.5 s more per size and run.
 PAIRED_MS=${BENCH_PAIRED_MS:-1500}
 [[ $PAIRED_MS =~ ^[0-9]+$ ]] || { echo "BENCH_PAIRED_MS=$PAIRED_MS: not a number of ms" >&2; exit 2; }
 PAIRED_ARGS=""
