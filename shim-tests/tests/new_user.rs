@@ -484,6 +484,62 @@ fn a_bad_report_pattern_given_to_run_is_refused_before_starting() {
     }
 }
 
+/// A report or trace name longer than a file name may have (255 bytes) is refused before the
+/// program starts when given as an option, and replaced by the default when set in the variable:
+/// the OS would refuse it only at fault time, losing the report (a fresh-user trial). `%p` counts
+/// at its longest, 7 digits.
+#[test]
+fn a_report_name_too_long_for_the_os_is_refused_before_starting() {
+    let dir = fresh("report-name-too-long");
+    // 248 bytes as written, 253 with a 7-digit pid: refused; 246 as written fits.
+    let long = format!("r-{}-%p.json", "b".repeat(238));
+    for option in ["--report", "--trace"] {
+        let o = cli_at(
+            &dir,
+            &["run", option, &long, "--", "sh", "-c", "echo PROGRAM-RAN"],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(0), "{option}: {}", err(&o));
+        assert!(out(&o).contains("PROGRAM-RAN"));
+    }
+    let long = format!("r-{}-%p.json", "b".repeat(245));
+    for option in ["--report", "--trace"] {
+        let o = cli_at(
+            &dir,
+            &["run", option, &long, "--", "sh", "-c", "echo PROGRAM-RAN"],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(2), "{option}: {}", err(&o));
+        assert!(!out(&o).contains("PROGRAM-RAN"));
+        let e = err(&o);
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(
+            e.contains(&format!(
+                "{option} {long:?}: its file name is 260 bytes long"
+            )),
+            "{e}"
+        );
+    }
+    let o = cli_at(
+        &dir,
+        &["run", "--", "sh", "-c", SAYS_SETTINGS],
+        &[("CUDABLAME_REPORT", &long)],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(
+        out(&o).starts_with("PROGRAM-RAN\nREPORT=cudablame-%h-%p.json "),
+        "{}",
+        out(&o)
+    );
+    let e = err(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("its file name is 260 bytes long"), "{e}");
+    assert!(
+        e.ends_with("using the default report path cudablame-%h-%p.json\n"),
+        "{e}"
+    );
+}
+
 #[test]
 fn a_report_path_through_a_file_names_the_file() {
     let dir = fresh("report-through-file");

@@ -67,8 +67,9 @@ pub struct RunArgs {
 pub const DEFAULT_REPORT: &str = "cudablame-%h-%p.json";
 
 /// Makes the folder a report or trace pattern writes into (`common::pattern_dir`, the current
-/// folder when it has none) and checks that a file can be created there. The error names the
-/// real problem: a path component that is a file, a folder that cannot be made or written.
+/// folder when it has none) and checks that a file can be created there under the pattern's
+/// name (`pattern::name_too_long`, `%p` at its longest). The error names the real problem: a
+/// path component that is a file, a folder that cannot be made or written, a file name too long.
 ///
 /// A path that is no file to write (`pattern::not_a_file`: a device, or in `/dev` or `/proc`)
 /// is refused first, so that `/dev/stdout` is named as such even where `/dev` cannot be
@@ -87,7 +88,12 @@ fn check_report_folder(pattern: &str) -> Result<(), String> {
         not_a_file()?;
     }
     check_folder(pattern)?;
-    not_a_file()
+    not_a_file()?;
+    use cudablame_report::pattern::{name_too_long, LONGEST_PID};
+    match name_too_long(&crate::common::expand_pattern(pattern, LONGEST_PID)) {
+        Some(problem) => Err(problem),
+        None => Ok(()),
+    }
 }
 
 /// [`check_report_folder`]'s folder part: the folder can be made and a file created in it.

@@ -103,9 +103,34 @@ pub fn not_a_file(path: &str) -> Option<String> {
     let in_system = system(p) || real_folder.is_some_and(|d| system(&d));
     (special || in_system).then(|| {
         format!(
-            "{path} is a device, pipe or socket or lies in /dev or /proc, not a file: a JSON \
-             report is a file (off: none)"
+            "{path} is a device, pipe or socket or lies in /dev or /proc, not a file: reports \
+             and traces are JSON files (off: none)"
         )
+    })
+}
+
+/// Linux's longest file name, in bytes (`NAME_MAX`, `<linux/limits.h>`; the limit of the common
+/// file systems).
+pub const NAME_MAX: usize = 255;
+
+/// The longest pid on Linux (`PID_MAX_LIMIT`, 2^22: proc(5), `/proc/sys/kernel/pid_max`): `%p`
+/// is checked at this length, since a process the job starts later (a worker) can get a longer
+/// pid than the command that checks.
+pub const LONGEST_PID: u32 = 4_194_304;
+
+/// What is wrong with the name of the file a report whose expanded path is `path` lands in: more
+/// than [`NAME_MAX`] bytes, which the OS refuses ("File name too long") only when the report is
+/// written, at fault time, so the report is lost (a fresh-user trial: `--report` with a 300-byte
+/// name started the program). `None` when it fits, and for a folder (the report takes
+/// cudablame's own name inside it: [`file_path`]). A longer folder name is refused where the
+/// folder is made.
+pub fn name_too_long(path: &str) -> Option<String> {
+    if path.ends_with('/') || std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+        return None;
+    }
+    let name = std::path::Path::new(path).file_name()?.len();
+    (name > NAME_MAX).then(|| {
+        format!("its file name is {name} bytes long, more than a file name may have ({NAME_MAX})")
     })
 }
 
@@ -242,6 +267,21 @@ mod tests {
             assert_eq!(not_a_file(p.to_str().unwrap()), None, "{p:?}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file name over NAME_MAX bytes is refused, one of NAME_MAX is not, and a folder's own
+    /// name is the folder's business.
+    #[test]
+    fn a_file_name_longer_than_the_os_allows_is_refused() {
+        let fits = format!("/tmp/{}", "b".repeat(NAME_MAX));
+        assert_eq!(name_too_long(&fits), None);
+        let over = format!("/tmp/{}", "b".repeat(NAME_MAX + 1));
+        let problem = name_too_long(&over).expect("refused");
+        assert!(problem.contains("256 bytes long"), "{problem}");
+        assert_eq!(name_too_long(&format!("{over}/")), None);
+        assert_eq!(name_too_long("r.json"), None);
+        // Written as the OS sees it: the limit is in bytes, not characters.
+        assert!(name_too_long(&"é".repeat(128)).is_some());
     }
 
     #[test]
