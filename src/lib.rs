@@ -79,6 +79,21 @@ mod safety;
 mod stack;
 mod threads;
 
+/// Helpers shared by the modules' unit tests.
+#[cfg(test)]
+pub(crate) mod test_util {
+    /// A xorshift64 generator seeded with `seed` (not 0): each call gives a number below `n`
+    /// (not 0). Reproducible pseudo-random schedules for property and fuzz tests.
+    pub(crate) fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// Every `crate::MODULE` path in a module's code (comments skipped) names a module listed

@@ -491,35 +491,28 @@ fn a_bad_report_pattern_given_to_run_is_refused_before_starting() {
 #[test]
 fn a_report_name_too_long_for_the_os_is_refused_before_starting() {
     let dir = fresh("report-name-too-long");
-    // 248 bytes as written, 253 with a 7-digit pid: refused; 246 as written fits.
-    let long = format!("r-{}-%p.json", "b".repeat(238));
-    for option in ["--report", "--trace"] {
-        let o = cli_at(
-            &dir,
-            &["run", option, &long, "--", "sh", "-c", "echo PROGRAM-RAN"],
-            &[],
-        );
-        assert_eq!(o.status.code(), Some(0), "{option}: {}", err(&o));
-        assert!(out(&o).contains("PROGRAM-RAN"));
+    // `r-` + b's + `-%p.json`: 253 bytes with a 7-digit pid for 238 b's (fits), 260 for 245.
+    let name = |bs: usize| format!("r-{}-%p.json", "b".repeat(bs));
+    for (bs, refused) in [(238, false), (245, true)] {
+        let long = name(bs);
+        for option in ["--report", "--trace"] {
+            let run = ["run", option, &long, "--", "sh", "-c", "echo PROGRAM-RAN"];
+            let o = cli_at(&dir, &run, &[]);
+            let e = err(&o);
+            assert_eq!(
+                o.status.code(),
+                Some(if refused { 2 } else { 0 }),
+                "{bs} {option}: {e}"
+            );
+            assert_eq!(out(&o).contains("PROGRAM-RAN"), !refused, "{e}");
+            if refused {
+                assert_eq!(e.lines().count(), 1, "{e}");
+                let said = format!("{option} {long:?}: its file name is 260 bytes long");
+                assert!(e.contains(&said), "{e}");
+            }
+        }
     }
-    let long = format!("r-{}-%p.json", "b".repeat(245));
-    for option in ["--report", "--trace"] {
-        let o = cli_at(
-            &dir,
-            &["run", option, &long, "--", "sh", "-c", "echo PROGRAM-RAN"],
-            &[],
-        );
-        assert_eq!(o.status.code(), Some(2), "{option}: {}", err(&o));
-        assert!(!out(&o).contains("PROGRAM-RAN"));
-        let e = err(&o);
-        assert_eq!(e.lines().count(), 1, "{e}");
-        assert!(
-            e.contains(&format!(
-                "{option} {long:?}: its file name is 260 bytes long"
-            )),
-            "{e}"
-        );
-    }
+    let long = name(245);
     let o = cli_at(
         &dir,
         &["run", "--", "sh", "-c", SAYS_SETTINGS],

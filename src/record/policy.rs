@@ -271,13 +271,7 @@ mod tests {
     /// markers refused by the driver, every mode and windows from 2 to 64.
     #[test]
     fn the_hot_paths_shortcut_agrees_with_the_policy() {
-        let mut rng = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = crate::test_util::xorshift(0x2545_F491_4F6C_DD1Du64);
         let mut shortcuts = 0;
         for mode in [MarkerMode::Budget, MarkerMode::Every, MarkerMode::Off] {
             for (gap_us, window) in [(500, 32), (100, 2), (1, 64), (1_000_000, 8)] {

@@ -946,13 +946,7 @@ fn the_cache_agrees_with_the_full_walk_over_random_mutations() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(20_000);
-    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n
-    };
+    let mut next = crate::test_util::xorshift(0x9E37_79B9_7F4A_7C15u64);
     for l in layouts() {
         let fake = Fake::new(l);
         let fake = &fake;
