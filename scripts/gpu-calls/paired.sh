@@ -9,7 +9,10 @@
 # Written in the sixteenth session (issue 21: the hot path's footprint).
 set -u
 cd "$(dirname "$0")/../.." || exit 2  # the repository root; the libraries in .gpu/
-L=/tmp/plogs; mkdir -p $L
+# One folder per call: the summary reads every run file in it, and a later call on the same warm
+# machine with fewer rounds left the earlier call's higher rounds in the shared /tmp/plogs, counted
+# again. PLOGS names a folder to add this call's rounds to an earlier one's on purpose.
+L=${PLOGS:-/tmp/plogs/$(date +%s)}; mkdir -p "$L"
 ROUNDS=${ROUNDS:-5}
 SIZES=${SIZES:-gpt,tiny}
 RUNS=${RUNS:-"base|$PWD/.gpu/base.so|X=1;new|$PWD/.gpu/libcudablame.so|X=1"}
@@ -39,4 +42,4 @@ for run in "${runs[@]}"; do
     echo "$label $s: recording vs paused % $pct; paused ms $ms"
   done
 done
-tar czf "$OUT/plogs.tgz" -C /tmp plogs
+tar czf "$OUT/plogs.tgz" -C "$(dirname "$L")" "$(basename "$L")"
