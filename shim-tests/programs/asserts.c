@@ -53,14 +53,10 @@ __attribute__((noinline)) void launch_asserting(CUfunction f, CUstream s) {
 
 int main(int argc, char **argv) {
     const char *scenario = argc > 1 ? argv[1] : "one";
-    CUdevice dev;
     CUcontext ctx;
     CUmodule mod;
     printf("scenario=%s\n", scenario);
-    check("cuInit", cuInit(0));
-    check("cuDeviceGet", cuDeviceGet(&dev, 0));
-    check("retain", cuDevicePrimaryCtxRetain(&ctx, dev));
-    check("set", cuCtxSetCurrent(ctx));
+    ctx = primary_context();
     check("load", cuModuleLoadData(&mod, MODULE));
     check("f1", cuModuleGetFunction(&fill, mod, "fill"));
     check("f2", cuModuleGetFunction(&quick, mod, "quick"));

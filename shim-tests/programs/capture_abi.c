@@ -25,14 +25,9 @@ int main(int argc, char **argv) {
     }
     const char *mode = argv[1];
     int (*pause_fn)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "cudablame_pause");
-    CUdevice dev;
-    CUcontext ctx;
     CUmodule mod;
     CUfunction quick, bad;
-    check("cuInit", cuInit(0));
-    check("cuDeviceGet", cuDeviceGet(&dev, 0));
-    check("retain", cuDevicePrimaryCtxRetain(&ctx, dev));
-    check("set", cuCtxSetCurrent(ctx));
+    primary_context();
     check("module", cuModuleLoadData(&mod, "// fake: quick\n// fake: oob_write fault=700\n"));
     check("quick", cuModuleGetFunction(&quick, mod, "quick"));
     check("bad", cuModuleGetFunction(&bad, mod, "oob_write"));

@@ -1,6 +1,6 @@
 /* check.h — the GPU-free test programs' setup check: a driver call that must succeed, else the
  * program prints `setup_failed=WHAT rc=RC` on stdout and exits with status 3 (the tests then fail
- * showing that line); and two helpers built on it, `get_function` and `launch_checked`. Include after cuda_min.h (scenarios.c and verdicts.c declare their own
+ * showing that line); and helpers built on it: `primary_context`, `get_function` and `launch_checked`. Include after cuda_min.h (scenarios.c and verdicts.c declare their own
  * driver types and keep their own copy). */
 #ifndef CUDABLAME_TEST_CHECK_H
 #define CUDABLAME_TEST_CHECK_H
@@ -13,6 +13,17 @@ static void check(const char *what, CUresult rc) {
         printf("setup_failed=%s rc=%u\n", what, rc);
         exit(3);
     }
+}
+
+/* Initializes the driver and makes device 0's primary context current (checked); returns it. */
+static inline CUcontext primary_context(void) {
+    CUdevice dev;
+    CUcontext ctx;
+    check("cuInit", cuInit(0));
+    check("cuDeviceGet", cuDeviceGet(&dev, 0));
+    check("retain", cuDevicePrimaryCtxRetain(&ctx, dev));
+    check("set", cuCtxSetCurrent(ctx));
+    return ctx;
 }
 
 /* The function `name` of module `m` (checked). */

@@ -21,15 +21,10 @@ __attribute__((noinline)) static void launch_bad_kernel(CUfunction bad, CUstream
 
 int main(void) {
     int (*pause_fn)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "cudablame_pause");
-    CUdevice dev;
-    CUcontext ctx;
     CUmodule mod;
     CUfunction quick, bad;
     CUstream s;
-    check("cuInit", cuInit(0));
-    check("cuDeviceGet", cuDeviceGet(&dev, 0));
-    check("retain", cuDevicePrimaryCtxRetain(&ctx, dev));
-    check("set", cuCtxSetCurrent(ctx));
+    primary_context();
     check("module", cuModuleLoadData(&mod, "// fake: quick\n// fake: bad_kernel fault=700 inline=1\n"));
     check("quick", cuModuleGetFunction(&quick, mod, "quick"));
     check("stream", cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));

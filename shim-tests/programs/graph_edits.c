@@ -75,17 +75,12 @@ static CUgraphExec instantiate(CUgraph g) {
 
 int main(int argc, char **argv) {
     const char *scenario = argc > 1 ? argv[1] : "exec_edit";
-    CUdevice dev;
-    CUcontext ctx;
     CUmodule mod, healthy;
     CUstream a, g;
     CUgraphExec exec = NULL;
     CUfunction on_a;
     printf("scenario=%s\n", scenario);
-    check("cuInit", cuInit(0));
-    check("cuDeviceGet", cuDeviceGet(&dev, 0));
-    check("retain", cuDevicePrimaryCtxRetain(&ctx, dev));
-    check("set", cuCtxSetCurrent(ctx));
+    primary_context();
     check("load", cuModuleLoadData(&mod, MODULE));
     check("load healthy", cuModuleLoadData(&healthy, HEALTHY));
     check("fill", cuModuleGetFunction(&fill, mod, "fill"));

@@ -71,12 +71,8 @@ int main(int argc, char **argv) {
     streams_per_thread = atoi(argv[2]);
     launches = atol(argv[3]);
     setvbuf(stdout, NULL, _IONBF, 0);
-    CUdevice dev;
     CUmodule mod;
-    check("cuInit", cuInit(0));
-    check("cuDeviceGet", cuDeviceGet(&dev, 0));
-    check("retain", cuDevicePrimaryCtxRetain(&ctx, dev));
-    check("set", cuCtxSetCurrent(ctx));
+    ctx = primary_context();
     check("module", cuModuleLoadData(&mod, "// fake: quick\n// fake: oob fault=700\n"));
     check("quick", cuModuleGetFunction(&quick, mod, "quick"));
     check("oob", cuModuleGetFunction(&oob, mod, "oob"));

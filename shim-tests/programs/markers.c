@@ -30,15 +30,10 @@ int main(int argc, char **argv) {
     int loop = !strcmp(argv[1], "loop");
     long n = atol(argv[2]);
     long gap_us = strcmp(argv[1], "gaps") ? 0 : atol(argv[3]);
-    CUdevice dev;
-    CUcontext ctx;
     CUmodule mod;
     CUfunction quick, slow;
     CUstream s;
-    check("cuInit", cuInit(0));
-    check("cuDeviceGet", cuDeviceGet(&dev, 0));
-    check("retain", cuDevicePrimaryCtxRetain(&ctx, dev));
-    check("set", cuCtxSetCurrent(ctx));
+    primary_context();
     check("module", cuModuleLoadData(&mod, "// fake: quick\n// fake: slow delay_us=200000\n"
                                            "// fake: tiny inline=1\n"
                                            "// fake: bad_inline inline=1 fault=700\n"));

@@ -53,14 +53,9 @@ int main(int argc, char **argv) {
     long a = atol(argv[2]), b = atol(argv[3]);
     pause_fn = (int (*)(int))dlsym(RTLD_DEFAULT, "cudablame_pause");
     printf("pause_found=%d\n", pause_fn != NULL);
-    CUdevice dev;
-    CUcontext ctx;
     CUmodule mod;
     CUfunction quick, slow, bad;
-    check("cuInit", cuInit(0));
-    check("cuDeviceGet", cuDeviceGet(&dev, 0));
-    check("retain", cuDevicePrimaryCtxRetain(&ctx, dev));
-    check("set", cuCtxSetCurrent(ctx));
+    primary_context();
     /* The faulting kernel runs 50 ms: the launches that must come before its fault surfaces
      * (the quick kernels after it, recording resumed) fit in that even on a loaded machine
      * (with 1 ms, a quick launch of `hidden` got the fault once in a full test run). */
