@@ -76,12 +76,10 @@ pub const DEFAULT_REPORT: &str = "cudablame-%h-%p.json";
 /// written; a bare file name is checked after its folder, the current one, so that a job
 /// started in `/proc` hears that the current folder cannot be written.
 fn check_report_folder(pattern: &str) -> Result<(), String> {
-    let not_a_file = || match cudablame_report::pattern::not_a_file(&crate::common::expand_pattern(
-        pattern,
-        std::process::id(),
-    )) {
-        Some(problem) => Err(problem),
-        None => Ok(()),
+    use cudablame_report::pattern::{name_too_long, LONGEST_PID};
+    let not_a_file = || {
+        let expanded = crate::common::expand_pattern(pattern, std::process::id());
+        cudablame_report::pattern::not_a_file(&expanded).map_or(Ok(()), Err)
     };
     let in_current_folder = crate::common::pattern_dir(pattern).is_none();
     if !in_current_folder {
@@ -89,11 +87,7 @@ fn check_report_folder(pattern: &str) -> Result<(), String> {
     }
     check_folder(pattern)?;
     not_a_file()?;
-    use cudablame_report::pattern::{name_too_long, LONGEST_PID};
-    match name_too_long(&crate::common::expand_pattern(pattern, LONGEST_PID)) {
-        Some(problem) => Err(problem),
-        None => Ok(()),
-    }
+    name_too_long(&crate::common::expand_pattern(pattern, LONGEST_PID)).map_or(Ok(()), Err)
 }
 
 /// [`check_report_folder`]'s folder part: the folder can be made and a file created in it.

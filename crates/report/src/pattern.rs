@@ -88,7 +88,7 @@ pub fn not_a_file(path: &str) -> Option<String> {
     let system =
         |p: &Path| (p.starts_with("/dev") && !p.starts_with("/dev/shm")) || p.starts_with("/proc");
     let p = Path::new(path);
-    let is_folder = path.ends_with('/') || std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    let is_folder = lands_inside(path);
     let folder = match p.parent() {
         _ if is_folder => p,
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -125,7 +125,7 @@ pub const LONGEST_PID: u32 = 4_194_304;
 /// cudablame's own name inside it: [`file_path`]). A longer folder name is refused where the
 /// folder is made.
 pub fn name_too_long(path: &str) -> Option<String> {
-    if path.ends_with('/') || std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+    if lands_inside(path) {
         return None;
     }
     let name = std::path::Path::new(path).file_name()?.len();
@@ -134,13 +134,18 @@ pub fn name_too_long(path: &str) -> Option<String> {
     })
 }
 
+/// Whether a report whose expanded path is `path` lands inside it ([`file_path`]): `path` ends
+/// in `/` or is a real folder (a symlink planted there is not followed).
+fn lands_inside(path: &str) -> bool {
+    path.ends_with('/') || std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
 /// Where a report whose expanded path is `path` lands: inside it, as `in_folder` (expanded by the
 /// caller), when `path` ends in `/` or is a real folder (a symlink planted there is not
 /// followed), else `path` itself. The library writes there (`report::sink::write_file`) and the
 /// command looks there (`demo`).
 pub fn file_path(path: &str, in_folder: &str) -> std::path::PathBuf {
-    let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
-    if path.ends_with('/') || is_dir {
+    if lands_inside(path) {
         std::path::Path::new(path).join(in_folder)
     } else {
         std::path::PathBuf::from(path)
