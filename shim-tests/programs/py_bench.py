@@ -20,6 +20,13 @@ LOOP:
   c                  one ctypes call into py_bench_loop.c (built here with cc), which launches N
                      times from C with the GIL released and the Python frames in place: the
                      hook's own cost without ctypes noise.
+  paired             as c, in batches with cudablame paused and recording in turn (ABBA, through
+                     `cudablame_pause`; the shim must be loaded): prints paired_added_ns=<median
+                     over the batch pairs of recording minus paused ns per launch>, paused_ns,
+                     recording_ns and pairs. The VM's speed drifts between processes far more
+                     than within one, so compare libraries by this, one process a library a
+                     round, rather than by launch_ns.
+With BENCH_PAUSED=1 (LOOP c only) cudablame is paused before the loop: its pass-through alone.
 With BENCH_POLLUTE_KB=K (LOOP c only) the C loop writes K KiB of other memory between two
 launches, untimed: the hook then meets caches evicted as by a framework's work between launches
 (2048 doubles or triples every CUDABLAME_STATS phase, as on the GPU machine in a PyTorch step).
@@ -87,8 +94,8 @@ def loop(fn, n):
     return sum(batches) / (len(batches) * BATCH), min(batches) / BATCH, depth
 
 
-def c_loop(fn, n):
-    """The launches made from C (py_bench_loop.c), as under one PyTorch op."""
+def c_lib():
+    """py_bench_loop.c, built now."""
     import os
     import subprocess
     import tempfile
@@ -96,7 +103,39 @@ def c_loop(fn, n):
     here = os.path.dirname(os.path.abspath(__file__))
     so = os.path.join(tempfile.mkdtemp(), "py_bench_loop.so")
     subprocess.check_call(["cc", "-O2", "-shared", "-fPIC", "-o", so, os.path.join(here, "py_bench_loop.c")])
-    lib = ctypes.CDLL(so)
+    return ctypes.CDLL(so)
+
+
+def paired_loop(fn, n):
+    """The launches made from C in batch pairs, paused and recording (py_bench_loop.c's
+    launch_loop_paired): (median added ns, median paused ns, median recording ns, pairs)."""
+    pause = getattr(ctypes.CDLL(None), "cudablame_pause", None)
+    if pause is None:
+        sys.exit("py_bench.py: LOOP paired needs cudablame loaded (no cudablame_pause)")
+    lib = c_lib()
+    lib.launch_loop_paired.restype = ctypes.c_int
+    lib.launch_loop_paired.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                       ctypes.c_void_p, ctypes.POINTER(ctypes.c_double)]
+    launch = ctypes.cast(cuda.cuLaunchKernel, ctypes.c_void_p)
+    pause_ptr = ctypes.cast(pause, ctypes.c_void_p)
+    out = (ctypes.c_double * 3)()
+    lib.launch_loop_paired(launch, fn, BATCH * 10, BATCH, pause_ptr, out)  # warm up
+    pairs = lib.launch_loop_paired(launch, fn, n, BATCH, pause_ptr, out)
+    cuda.cuCtxSynchronize()
+    return out[0], out[1], out[2], pairs
+
+
+def c_loop(fn, n):
+    """The launches made from C (py_bench_loop.c), as under one PyTorch op. With BENCH_PAUSED=1
+    cudablame is paused first (the pass-through alone, to compare with no shim)."""
+    import os
+
+    if os.environ.get("BENCH_PAUSED") == "1":
+        pause = getattr(ctypes.CDLL(None), "cudablame_pause", None)
+        if pause is None:
+            sys.exit("py_bench.py: BENCH_PAUSED=1 needs cudablame loaded (no cudablame_pause)")
+        pause(1)
+    lib = c_lib()
     lib.launch_loop.restype = ctypes.c_double
     lib.launch_loop.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
     launch = ctypes.cast(cuda.cuLaunchKernel, ctypes.c_void_p)
@@ -116,8 +155,17 @@ def deeper(remaining, fn, n, body):
 def main():
     depth, n = int(sys.argv[1]), int(sys.argv[2])
     fn = setup(sys.argv[3] if len(sys.argv) > 3 else "refused")
-    body = c_loop if len(sys.argv) > 4 and sys.argv[4] == "c" else loop
+    mode = sys.argv[4] if len(sys.argv) > 4 else "python"
     loop(fn, 1000)  # warm up: first sight of every code object, driver queues
+    if mode == "paired":
+        # <module>, main, deeper (k + 1 frames for k), paired_loop: as deep as the other loops
+        added, paused, recording, pairs = deeper(depth - 4, fn, n, paired_loop)
+        print(f"paired_added_ns={added:.1f}")
+        print(f"paused_ns={paused:.1f}")
+        print(f"recording_ns={recording:.1f}")
+        print(f"pairs={pairs}")
+        return
+    body = c_loop if mode == "c" else loop
     # <module>, main, deeper (k + 1 frames for k), the loop
     mean, best, frames = deeper(depth - 4, fn, n, body)
     print(f"launch_ns={mean:.1f}")

@@ -8,6 +8,9 @@
  * instruction cache as the interpreter's and the framework's code does: under cachegrind the
  * hook's instruction misses per launch are then the distinct code lines it runs, not an
  * artifact of where the linker put them.
+ * launch_loop_paired does the same with cudablame paused and recording in turn (cudablame_pause,
+ * batches in ABBA order): the hook's own cost in one process, whose speed drifts far less within
+ * the run than between two processes of a shared machine.
  * Build: cc -O2 -shared -fPIC -o py_bench_loop.so py_bench_loop.c */
 #include <stdlib.h>
 #include <time.h>
@@ -34,24 +37,82 @@ __attribute__((noinline)) static void code_pollution(void) {
     R256(2048) R256(2304) R256(2560) R256(2816) R256(3072) R256(3328) R256(3584) R256(3840)
 }
 
-double launch_loop(launch_fn launch, void *f, int n, int batch) {
+/* What runs between two launches (untimed): the pollution asked for in the environment. */
+struct pollution {
+    size_t bytes;
+    volatile char *junk;
+    int code;
+};
+
+static struct pollution pollution_from_env(void) {
     const char *kb = getenv("BENCH_POLLUTE_KB");
-    size_t pollute = kb ? (size_t)atol(kb) * 1024 : 0;
-    volatile char *junk = pollute ? malloc(pollute) : 0;
     const char *code = getenv("BENCH_POLLUTE_CODE");
-    int pollute_code = code && code[0] == '1';
+    struct pollution p = {kb ? (size_t)atol(kb) * 1024 : 0, 0, code && code[0] == '1'};
+    p.junk = p.bytes ? malloc(p.bytes) : 0;
+    return p;
+}
+
+/* ns spent in `batch` launches, each after the pollution. */
+static long long timed_batch(launch_fn launch, void *f, int batch, const struct pollution *p) {
+    long long dt = 0;
+    for (int i = 0; i < batch; i++) {
+        for (size_t k = 0; k < p->bytes; k += 64) p->junk[k] = (char)k;
+        if (p->code) code_pollution();
+        long long t0 = now_ns();
+        launch(f, 1, 1, 1, 32, 1, 1, 0, 0, 0, 0);
+        dt += now_ns() - t0;
+    }
+    return dt;
+}
+
+double launch_loop(launch_fn launch, void *f, int n, int batch) {
+    struct pollution p = pollution_from_env();
     long long best = -1;
     for (int done = 0; done < n; done += batch) {
-        long long dt = 0;
-        for (int i = 0; i < batch; i++) {
-            for (size_t k = 0; k < pollute; k += 64) junk[k] = (char)k;
-            if (pollute_code) code_pollution();
-            long long t0 = now_ns();
-            launch(f, 1, 1, 1, 32, 1, 1, 0, 0, 0, 0);
-            dt += now_ns() - t0;
-        }
+        long long dt = timed_batch(launch, f, batch, &p);
         if (best < 0 || dt < best) best = dt;
     }
-    free((void *)junk);
+    free((void *)p.junk);
     return (double)best / batch;
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+typedef int (*pause_fn)(int);
+
+/* n launches in pairs of batches, one paused and one recording, in ABBA order (recording first
+ * in even pairs, paused first in odd ones); out[0]: the median over the pairs of recording minus
+ * paused ns per launch, out[1] and out[2]: the median ns per launch paused and recording.
+ * Returns the number of pairs (at most 4096). Leaves cudablame recording. */
+int launch_loop_paired(launch_fn launch, void *f, int n, int batch, pause_fn pause, double *out) {
+    enum { MAX_PAIRS = 4096 };
+    static double added[MAX_PAIRS], paused[MAX_PAIRS], recording[MAX_PAIRS];
+    struct pollution p = pollution_from_env();
+    int pairs = 0;
+    for (int done = 0; done + 2 * batch <= n && pairs < MAX_PAIRS; done += 2 * batch, pairs++) {
+        long long t[2]; /* [0] recording, [1] paused */
+        for (int half = 0; half < 2; half++) {
+            int is_paused = (pairs + half) % 2;
+            pause(is_paused);
+            t[is_paused] = timed_batch(launch, f, batch, &p);
+        }
+        recording[pairs] = (double)t[0] / batch;
+        paused[pairs] = (double)t[1] / batch;
+        added[pairs] = recording[pairs] - paused[pairs];
+    }
+    pause(0);
+    free((void *)p.junk);
+    if (pairs == 0) return 0;
+    out[0] = median(added, pairs);
+    out[1] = median(paused, pairs);
+    out[2] = median(recording, pairs);
+    return pairs;
 }
