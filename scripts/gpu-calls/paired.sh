@@ -4,7 +4,7 @@
 # `train_step.py --size $SIZES --paired 5 --paired-ms $PAIRED_MS` (recording vs paused blocks,
 # ABBA; at least PAIRED_MS ms of pairs per size, 1500), each pinned to CPU 2.
 # RUNS="label|library|ENV=value ...;..." (default: base and new in .gpu/). Prints each run's
-# paired pct per size, then per label and size the median of the runs' medians with the second
+# paired pct per size (BUDGET_S: no round started after that many seconds), then per label and size the median of the runs' medians with the second
 # smallest and second largest (bench.sh's rule), and the paused ms (the host's speed).
 # Written in the sixteenth session (issue 21: the hot path's footprint).
 set -u
@@ -20,6 +20,11 @@ IFS=';' read -r -a runs <<<"$RUNS"
 n=${#runs[@]}
 t0=$(date +%s)
 for ((r = 0; r < ROUNDS; r++)); do
+  # BUDGET_S: start no round after that many seconds (a call has 600; a run killed by the call's
+  # limit leaves no summary), so ROUNDS can ask for as many as might fit.
+  if [ -n "${BUDGET_S:-}" ] && (( $(date +%s) - t0 > BUDGET_S )); then
+    echo "paired: stopped after $r rounds (BUDGET_S=$BUDGET_S)"; break
+  fi
   for ((k = 0; k < n; k++)); do
     run=${runs[$(((r + k) % n))]}
     [ -n "$run" ] || continue
