@@ -29,6 +29,18 @@
 //! lines costs no write contention. (On the H200's GPT step the own time did not move measurably:
 //! docs/history.md, Performance, twelfth session.)
 //!
+//! The code every recorded launch runs (the exported launch wrappers, `interpose::run`,
+//! `record::hot::enqueue` and `stack_copy`, `Ring::push`, the Python stack cache's walk) carries
+//! `#[link_section = "cudablame_hot_text"]` likewise: one executable section of a few pages
+//! (about 20 KiB; `shim-tests/tests/hot_text.rs` checks what is in it and its size), where the
+//! compiler's code units spread it over some ten 4 KiB pages of `.text` (`nm -n` of the release
+//! build). Each page is a page walk when a framework's own code and data have evicted the TLB
+//! between two launches, and on the simulated driver such a walk-bound launch costs several
+//! times a cache-bound one (README, Performance, nineteenth session): with cachegrind's caches
+//! shaped as TLBs (4 KiB lines), a launch after 4,096 other pages touched 20.5 code pages before,
+//! 16.9 now. The closures an exported wrapper passes (`interpose::exports`) stay in `.text`: a
+//! closure takes no attribute.
+//!
 //! Imports point one way, down this list (a module uses only modules listed before it; checked by
 //! the `imports_follow_the_layers` test below). Vocabulary shared by several steps (`OpKind`,
 //! `Confidence`, `Frame`, `DeviceAssert`, path patterns) comes from the report crate,

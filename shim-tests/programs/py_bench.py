@@ -27,6 +27,8 @@ LOOP:
                      than within one, so compare libraries by this, one process a library a
                      round, rather than by launch_ns.
 With BENCH_PAUSED=1 (LOOP c only) cudablame is paused before the loop: its pass-through alone.
+With BENCH_POLLUTE_PAGES=P (LOOP c and paired) P other pages of data and of code are touched between
+two launches (py_bench_loop.c): the TLBs evicted as in a framework.
 With BENCH_POLLUTE_KB=K (LOOP c only) the C loop writes K KiB of other memory between two
 launches, untimed: the hook then meets caches evicted as by a framework's work between launches
 (2048 doubles or triples every CUDABLAME_STATS phase, as on the GPU machine in a PyTorch step).

@@ -8,11 +8,15 @@
  * instruction cache as the interpreter's and the framework's code does: under cachegrind the
  * hook's instruction misses per launch are then the distinct code lines it runs, not an
  * artifact of where the linker put them.
+ * With BENCH_POLLUTE_PAGES=P it also touches P other pages of data and calls into P other pages
+ * of code (one cache line each) between two launches, evicting the TLBs as a framework's
+ * megabytes of code and data do: the hook then pays a page walk for each page it touches.
  * launch_loop_paired does the same with cudablame paused and recording in turn (cudablame_pause,
  * batches in ABBA order): the hook's own cost in one process, whose speed drifts far less within
  * the run than between two processes of a shared machine.
  * Build: cc -O2 -shared -fPIC -o py_bench_loop.so py_bench_loop.c */
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 
 typedef unsigned int CUresult;
@@ -42,14 +46,52 @@ struct pollution {
     size_t bytes;
     volatile char *junk;
     int code;
+    size_t pages;
+    volatile char *data_pages;
+    char *code_pages; /* each page: one `ret` at a line that moves with the page */
 };
+
+/* Offset of the line touched in page k: varies, so the lines do not all share a cache set. */
+static size_t line_in_page(size_t k) { return (k * 64) % 4096; }
+
+static void page_pollution_init(struct pollution *p) {
+    size_t len = p->pages * 4096;
+    void *d = mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *c = mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (d == MAP_FAILED || c == MAP_FAILED) {
+        p->pages = 0;
+        return;
+    }
+    p->data_pages = d;
+    p->code_pages = c;
+    for (size_t k = 0; k < p->pages; k++) p->code_pages[k * 4096 + line_in_page(k)] = (char)0xc3;
+    if (mprotect(c, len, PROT_READ | PROT_EXEC) != 0) p->pages = 0;
+}
+
+static void page_pollution(const struct pollution *p) {
+    for (size_t k = 0; k < p->pages; k++) {
+        p->data_pages[k * 4096 + line_in_page(k)] = (char)k;
+        ((void (*)(void))(p->code_pages + k * 4096 + line_in_page(k)))();
+    }
+}
 
 static struct pollution pollution_from_env(void) {
     const char *kb = getenv("BENCH_POLLUTE_KB");
     const char *code = getenv("BENCH_POLLUTE_CODE");
-    struct pollution p = {kb ? (size_t)atol(kb) * 1024 : 0, 0, code && code[0] == '1'};
+    const char *pages = getenv("BENCH_POLLUTE_PAGES");
+    struct pollution p = {kb ? (size_t)atol(kb) * 1024 : 0, 0, code && code[0] == '1',
+                          pages ? (size_t)atol(pages) : 0, 0, 0};
     p.junk = p.bytes ? malloc(p.bytes) : 0;
+    if (p.pages) page_pollution_init(&p);
     return p;
+}
+
+static void pollution_free(struct pollution *p) {
+    free((void *)p->junk);
+    if (p->pages) {
+        munmap((void *)p->data_pages, p->pages * 4096);
+        munmap(p->code_pages, p->pages * 4096);
+    }
 }
 
 /* ns spent in `batch` launches, each after the pollution. */
@@ -58,6 +100,7 @@ static long long timed_batch(launch_fn launch, void *f, int batch, const struct 
     for (int i = 0; i < batch; i++) {
         for (size_t k = 0; k < p->bytes; k += 64) p->junk[k] = (char)k;
         if (p->code) code_pollution();
+        page_pollution(p);
         long long t0 = now_ns();
         launch(f, 1, 1, 1, 32, 1, 1, 0, 0, 0, 0);
         dt += now_ns() - t0;
@@ -72,7 +115,7 @@ double launch_loop(launch_fn launch, void *f, int n, int batch) {
         long long dt = timed_batch(launch, f, batch, &p);
         if (best < 0 || dt < best) best = dt;
     }
-    free((void *)p.junk);
+    pollution_free(&p);
     return (double)best / batch;
 }
 
@@ -109,7 +152,7 @@ int launch_loop_paired(launch_fn launch, void *f, int n, int batch, pause_fn pau
         added[pairs] = recording[pairs] - paused[pairs];
     }
     pause(0);
-    free((void *)p.junk);
+    pollution_free(&p);
     if (pairs == 0) return 0;
     out[0] = median(added, pairs);
     out[1] = median(paused, pairs);

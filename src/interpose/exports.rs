@@ -8,8 +8,26 @@ use crate::cuda::entry_points::EntryPoint;
 use crate::cuda::*;
 use std::ffi::{c_char, c_uint, c_void};
 
+/// `$item` in the hot code section (`cudablame_hot_text`, see lib.rs) when its entry point is
+/// a kernel launch (`$ctor` `kernel` or `kernel_ex`), the commonest op: its wrapper sits beside
+/// the hook's code. Other entry points' wrappers stay where the compiler puts them.
+macro_rules! in_hot_text_if_launch {
+    (kernel, $item:item) => {
+        #[link_section = "cudablame_hot_text"]
+        $item
+    };
+    (kernel_ex, $item:item) => {
+        #[link_section = "cudablame_hot_text"]
+        $item
+    };
+    ($other:ident, $item:item) => {
+        $item
+    };
+}
+
 macro_rules! export_one {
     ($v:ident ($($p:ident : $t:ty),* $(,)?) $ctor:ident ($($a:expr),* $(,)?)) => {
+        in_hot_text_if_launch!($ctor,
         #[doc = concat!("Hooked `", stringify!($v), "` (see `cuda.h`); returns exactly what the real one returns.")]
         #[cfg_attr(not(test), no_mangle)]
         #[allow(unused_unsafe)] // Only some `Call` constructors are unsafe.
@@ -33,6 +51,7 @@ macro_rules! export_one {
                 },
             )
         }
+        );
     };
 }
 

@@ -71,6 +71,7 @@ pub(crate) fn hook(
 /// [`paused_call`]); anything else (setting up, off) goes through [`run_general`], out of line, so that the common path's code stays in as
 /// few cache lines as possible (the hook's cost in a host-bound PyTorch step is mostly its own
 /// code and data missing the caches, issue 21).
+#[link_section = "cudablame_hot_text"] // every launch runs it: see lib.rs
 #[inline(never)]
 fn run(
     ep: EntryPoint,

@@ -20,6 +20,7 @@ use std::sync::atomic::Ordering;
 /// generic one had a 2.7 KiB copy per entry point. Everything rare is out of line (a refused
 /// launch, another context made current, a capture, a graph launch, the first sight of a
 /// kernel or launch site): its cost in a host-bound step is the distinct cache lines it runs.
+#[link_section = "cudablame_hot_text"] // every launch runs it: see lib.rs
 #[inline(never)]
 pub(crate) fn enqueue<const TIMED: bool>(
     driver: &'static real::Driver,
@@ -226,6 +227,7 @@ fn mark_if_due_now(
 /// keyed by its Python stack if any and its thread's stack depth, checked by its return
 /// addresses), which then sets `op.stack`; with the bytes copied for that site now (its first
 /// launch; else 0).
+#[link_section = "cudablame_hot_text"] // every launch runs it: see lib.rs
 pub(super) fn stack_copy<'a>(
     cfg: &config::Config,
     entry: &'a EntryRegs,

@@ -161,6 +161,7 @@ impl Ring {
     /// [`STACK_COPIES`] stack copies besides the held ones. With `copy` (the entry point's
     /// registers and the bytes to copy), the launching thread's stack is copied for the op.
     /// `completed`: the highest sequence number now proven complete.
+    #[link_section = "cudablame_hot_text"] // every launch runs it: see lib.rs
     pub(crate) fn push(
         &mut self,
         op: &OpRecord,

@@ -138,6 +138,7 @@ impl PythonStack {
     /// `robust.rs`, small stacks) only for a stack the cache does not have.
     ///
     /// Writes the capture into `s`, which is [`PythonStack::EMPTY`] (the caller's: no copy).
+    #[link_section = "cudablame_hot_text"] // every launch runs it: see lib.rs
     #[inline(never)]
     fn cached<const V: u8>(rt: &Runtime, depth: usize, s: &mut PythonStack) {
         let depth = depth.min(MAX_PYTHON_DEPTH) as u8;
