@@ -3,9 +3,10 @@
 # them (no CUDABLAME_STATS: the hooks untimed): ROUNDS (5) rotating rounds of one process per run,
 # `train_step.py --size $SIZES --paired 5 --paired-ms $PAIRED_MS` (recording vs paused blocks,
 # ABBA; at least PAIRED_MS ms of pairs per size, 1500), each pinned to CPU 2.
-# RUNS="label|library|ENV=value ...;..." (default: base and new in .gpu/). Prints each run's
-# paired pct per size (BUDGET_S: no round started after that many seconds), then per label and size the median of the runs' medians with the second
-# smallest and second largest (bench.sh's rule), and the paused ms (the host's speed).
+# RUNS="label|library|ENV=value ...;..." (default: base and new in .gpu/); BUDGET_S: no round
+# started after that many seconds. Prints each run's paired pct per size, then per label and size
+# the median of the runs' medians with the second smallest and second largest (bench.sh's rule),
+# and the paused ms (the host's speed).
 # Written in the sixteenth session (issue 21: the hot path's footprint).
 set -u
 cd "$(dirname "$0")/../.." || exit 2  # the repository root; the libraries in .gpu/

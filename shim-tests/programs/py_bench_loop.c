@@ -58,14 +58,18 @@ static void page_pollution_init(struct pollution *p) {
     size_t len = p->pages * 4096;
     void *d = mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     void *c = mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (d == MAP_FAILED || c == MAP_FAILED) {
+    if (c != MAP_FAILED) {
+        for (size_t k = 0; k < p->pages; k++) ((char *)c)[k * 4096 + line_in_page(k)] = (char)0xc3;
+    }
+    if (d == MAP_FAILED || c == MAP_FAILED || mprotect(c, len, PROT_READ | PROT_EXEC) != 0) {
+        /* No page pollution: none of it kept mapped. */
+        if (d != MAP_FAILED) munmap(d, len);
+        if (c != MAP_FAILED) munmap(c, len);
         p->pages = 0;
         return;
     }
     p->data_pages = d;
     p->code_pages = c;
-    for (size_t k = 0; k < p->pages; k++) p->code_pages[k * 4096 + line_in_page(k)] = (char)0xc3;
-    if (mprotect(c, len, PROT_READ | PROT_EXEC) != 0) p->pages = 0;
 }
 
 static void page_pollution(const struct pollution *p) {
