@@ -347,7 +347,8 @@ fn site_uncached(
                     return no_site(key, generation, slot);
                 };
                 slots.sort_unstable_by_key(|&(at, _)| at); // `same_path` bounds the last
-                let path: Path = Box::leak(slots.into_boxed_slice());
+                                                           // Copied into the hot region: every launch from the site reads it (`region`).
+                let path: Path = Box::leak(crate::region::placed(|| Box::from(&slots[..])));
                 let site = t.copies.len() as u32;
                 t.copies.push(copy);
                 t.paths.push(path);
@@ -482,6 +483,13 @@ mod tests {
             "from this thread's cache and from the table"
         );
         assert_eq!(count().0, before + 1, "one copy for the four launches");
+        // Its path, read by each of its launches, and this thread's recent sites are in the
+        // hot region (`region`).
+        let _region = crate::region::tests::serial();
+        let path = TABLE.get().lock().paths[a as usize];
+        assert!(crate::region::contains(path.as_ptr().cast()));
+        let recent = RECENT_SITES.with(|r| r.borrow().as_ptr() as usize).unwrap();
+        assert!(crate::region::contains(recent as *const u8));
         // Another kernel or another Python stack is another site.
         let b = outer_launch(key(0x5151_0001, 0xabc8)).expect("b site");
         let c = outer_launch(key(0x5151_0002, 0xabc0)).expect("c site");
