@@ -676,18 +676,18 @@ mod tests {
 
     #[test]
     fn per_thread_values_and_fork_safe_cells_live_in_the_hot_region() {
-        let _serial = crate::region::tests::serial();
+        let busy = crate::region::busy();
         per_thread! {
             static TABLE: Vec<u64> = || vec![1; 64];
         }
         let (value, table) = TABLE
             .with(|t| (t as *const Vec<u64> as usize, t.as_ptr() as usize))
             .unwrap();
-        assert!(crate::region::contains(value as *const u8), "the value");
-        assert!(crate::region::contains(table as *const u8), "what it made");
+        crate::region::assert_placed(value as *const u8, busy, "the value");
+        crate::region::assert_placed(table as *const u8, busy, "what it made");
         static CELL: ForkSafeOnce<[u64; 4]> = ForkSafeOnce::new();
         let cell = CELL.get_or_init(|| [2; 4]) as *const [u64; 4];
-        assert!(crate::region::contains(cell.cast()));
+        crate::region::assert_placed(cell.cast(), busy, "a cell's value");
         // Not what the program, or the rest of the library, allocates.
         let elsewhere = Box::new(3u64);
         assert!(!crate::region::contains(
