@@ -41,18 +41,13 @@
 //! 16.9 now. The closures an exported wrapper passes (`interpose::exports`) stay in `.text`: a
 //! closure takes no attribute.
 //!
-//! The heap tables every recorded launch reads (the thread's recent sites, kernels and Python
-//! stacks, the stream's state and ring, the driver's table, the sites' paths) are allocated in
-//! one region of huge pages (`region`), where the program's heap spread them over a page each.
-//!
 //! Imports point one way, down this list (a module uses only modules listed before it; checked by
 //! the `imports_follow_the_layers` test below). Vocabulary shared by several steps (`OpKind`,
 //! `Confidence`, `Frame`, `DeviceAssert`, path patterns) comes from the report crate,
 //! `cudablame_report`, which sits below all of them:
 //!
 //! ```text
-//! region    the hot tables' huge-page region and the library's allocator (the bottom: libc only)
-//! safety    panics contained, stderr, fork-safe cells
+//! safety    panics contained, stderr, fork-safe cells (the bottom: uses nothing of the crate)
 //! clock     wall-clock ns from the time-stamp counter, anchored to CLOCK_REALTIME (libc only)
 //! config    CUDABLAME_* read once
 //! cuda      FFI types, the declared entry-point list, Side
@@ -68,8 +63,7 @@
 
 /// The module order of the list above, lowest first.
 #[cfg(test)]
-const LAYERS: [&str; 13] = [
-    "region",
+const LAYERS: [&str; 12] = [
     "safety",
     "clock",
     "config",
@@ -92,7 +86,6 @@ mod detect;
 mod interpose;
 mod real;
 mod record;
-mod region;
 mod report;
 mod safety;
 mod stack;

@@ -328,9 +328,7 @@ impl<T> ForkSafeOnce<T> {
 
     /// Publishes `v` unless a value is published already; returns the published one.
     fn publish(&self, v: T) -> &T {
-        // In the hot region: the driver's table, the configuration and the Python runtime's
-        // layout are read by every recorded op (`region`).
-        let mine = Box::into_raw(crate::region::placed(|| Box::new(v)));
+        let mine = Box::into_raw(Box::new(v));
         match self.value.compare_exchange(
             std::ptr::null_mut(),
             mine,
@@ -557,13 +555,9 @@ impl<T: 'static> PerThread<T> {
     #[cold]
     fn create(&'static self) -> Option<*mut T> {
         let key = self.key()?;
-        // The value and the tables it makes, in the hot region: a thread's recent sites,
-        // kernels and Python stacks are read by each of its recorded ops (`region`).
-        let entry = Box::into_raw(crate::region::placed(|| {
-            Box::new(Entry {
-                owner: self,
-                value: (self.make)(),
-            })
+        let entry = Box::into_raw(Box::new(Entry {
+            owner: self,
+            value: (self.make)(),
         }));
         // SAFETY: `key` was made by pthread_key_create and is never deleted; the value is the
         // box just made, freed only by `drop_entry::<T>` (the key's destructor).
@@ -672,27 +666,6 @@ mod tests {
             started.elapsed() < ForkSafeOnce::<u32>::WAIT,
             "the role was given back"
         );
-    }
-
-    #[test]
-    fn per_thread_values_and_fork_safe_cells_live_in_the_hot_region() {
-        let busy = crate::region::busy();
-        per_thread! {
-            static TABLE: Vec<u64> = || vec![1; 64];
-        }
-        let (value, table) = TABLE
-            .with(|t| (t as *const Vec<u64> as usize, t.as_ptr() as usize))
-            .unwrap();
-        crate::region::assert_placed(value as *const u8, busy, "the value");
-        crate::region::assert_placed(table as *const u8, busy, "what it made");
-        static CELL: ForkSafeOnce<[u64; 4]> = ForkSafeOnce::new();
-        let cell = CELL.get_or_init(|| [2; 4]) as *const [u64; 4];
-        crate::region::assert_placed(cell.cast(), busy, "a cell's value");
-        // Not what the program, or the rest of the library, allocates.
-        let elsewhere = Box::new(3u64);
-        assert!(!crate::region::contains(
-            &*elsewhere as *const u64 as *const u8
-        ));
     }
 
     #[test]

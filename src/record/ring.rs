@@ -91,14 +91,6 @@ impl Drop for Ring {
 }
 
 impl Ring {
-    /// An empty ring with room for `capacity` ops (`CUDABLAME_RING`), so that its records are
-    /// allocated now, where the caller places them (`region`), not as the ring first fills.
-    pub(crate) fn with_capacity(capacity: usize) -> Ring {
-        let mut ring = Ring::default();
-        ring.ops.reserve_exact(capacity);
-        ring
-    }
-
     /// Notes that the newest op's progress marker was enqueued behind it.
     pub(crate) fn mark_newest(&mut self) {
         let newest = (self.oldest + self.ops.len()).wrapping_sub(1) % self.ops.len().max(1);

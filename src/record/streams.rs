@@ -354,26 +354,20 @@ fn lookup_uncached(driver: &Driver, id: StreamId, current: Option<usize>) -> Str
     let key = (context, id);
     let found = TABLE.get().read().live.get(&key).cloned();
     let state = found.unwrap_or_else(|| {
-        let device = driver.context_device(context);
-        let marker = if crate::config::markers_enabled() {
-            marker_slot(driver, context)
-        } else {
-            None
-        };
-        // The state and its ring's records in the hot region: every op on the stream reads and
-        // writes them (`region`).
-        let created = crate::region::placed(|| {
-            Arc::new(StreamState {
-                id,
-                context,
-                device,
-                ops: Mutex::new(Ring::with_capacity(crate::config::get().ring)),
-                issued: AtomicU64::new(0),
-                host_completed: AtomicU64::new(0),
-                marker,
-                unseen_after: AtomicU64::new(0),
-                unseen_what: AtomicU64::new(0),
-            })
+        let created = Arc::new(StreamState {
+            id,
+            context,
+            device: driver.context_device(context),
+            ops: Mutex::new(Ring::default()),
+            issued: AtomicU64::new(0),
+            host_completed: AtomicU64::new(0),
+            marker: if crate::config::markers_enabled() {
+                marker_slot(driver, context)
+            } else {
+                None
+            },
+            unseen_after: AtomicU64::new(0),
+            unseen_what: AtomicU64::new(0),
         });
         let state = TABLE
             .get()

@@ -29,8 +29,8 @@
 //! the full walk (`capture`'s, per frame through the per-thread code-object table and the intern
 //! table, then `stacks::intern`), after which its entry is written here.
 //!
-//! Memory: one allocation per thread that captures frames (at its first entry, zeroed, in the
-//! hot region where it fits, `region`; fresh pages are touched only as they fill): an index of 128 buckets of 8 ways (8 KiB) and
+//! Memory: one allocation per thread that captures frames (at its first entry, calloc'd, so
+//! its pages are touched only as they fill): an index of 128 buckets of 8 ways (8 KiB) and
 //! 4,096 lines (256 KiB) of entries, written one after another; when they are full all entries are dropped at once and the cache
 //! fills again (no eviction per entry, no free list). Nothing here is shared between threads:
 //! a forked child keeps the forking thread's cache, whose entries stay exact (verified against
@@ -181,7 +181,7 @@ pub(super) struct StackCache {
     pred: u16,
     /// The way a full bucket gives up next.
     victim: u8,
-    /// The index then the entries, from `base`; zeroed (see the module doc).
+    /// The index then the entries, from `base`; calloc'd (see the module doc).
     mem: Box<[u64]>,
 }
 
@@ -198,14 +198,13 @@ impl StackCache {
         }
     }
 
-    /// Allocates the memory (at the first entry): zeroed, fresh pages untouched until entries are
-    /// written (a thread that never has frames allocates nothing).
+    /// Allocates the memory (at the first entry): calloc'd, so that its pages are touched only
+    /// as entries are written (a thread that never has frames allocates nothing).
     #[cold]
     fn allocate(&mut self) {
         let words = BUCKETS * WAYS + LINES * LINE + LINE;
-        // `vec![0; n]` is `calloc`: large blocks come as untouched zero pages. In the hot region
-        // (`region`): every capture reads it; a block a finished thread left there is cleared.
-        let mut mem = crate::region::placed(|| vec![0u64; words].into_boxed_slice());
+        // `vec![0; n]` is `calloc`: large blocks come as untouched zero pages.
+        let mut mem = vec![0u64; words].into_boxed_slice();
         let at = mem.as_mut_ptr();
         let skip = at.align_offset(64);
         assert!(skip < LINE, "u64 aligned");
