@@ -6,7 +6,8 @@
 # RUNS="label|library|ENV=value ...;..." (default: base and new in .gpu/); BUDGET_S: no round
 # started after that many seconds. Prints each run's paired pct per size, then per label and size
 # the median of the runs' medians with the second smallest and second largest (bench.sh's rule),
-# and the paused ms (the host's speed).
+# and the paused ms (the host's speed); then, per round, each other label against the first
+# (scripts/paired-diff.py: the host's drift between rounds cancels).
 # Written in the sixteenth session (issue 21: the hot path's footprint).
 set -u
 cd "$(dirname "$0")/../.." || exit 2  # the repository root; the libraries in .gpu/
@@ -48,4 +49,7 @@ for run in "${runs[@]}"; do
     echo "$label $s: recording vs paused % $pct; paused ms $ms"
   done
 done
+# Per round, each other label against the first (scripts/paired-diff.py: median, sign-test
+# interval, rounds lower); pool several calls' folders with it afterwards (plogs.tgz).
+(( n > 1 )) && python3 scripts/paired-diff.py "$SIZES" "${runs[0]%%|*}" "$L"
 tar czf "$OUT/plogs.tgz" -C "$(dirname "$L")" "$(basename "$L")"
