@@ -381,3 +381,49 @@ fn library_loaded_rtld_deepbind() {
         "cuCtxSynchronize"
     );
 }
+
+/// Two copies of libcudablame.so preloaded (a pip-installed one and a built one, or LD_PRELOAD
+/// set by hand and again by `cudablame run`): the program ends as without cudablame, the first
+/// copy reports the culprit once, the second says in one line that it stays off. Found by a
+/// break-it test (twentieth session): the second copy, reached through the first's `RTLD_NEXT`
+/// lookup of the runtime's error strings, searched the first copy's scope and crashed the
+/// program in the loader (SIGSEGV) at its first sticky error.
+#[test]
+fn two_copies_of_cudablame_preloaded() {
+    let copy_dir = scratch().join("second-copy");
+    std::fs::create_dir_all(&copy_dir).unwrap();
+    let copy = copy_dir.join("libcudablame.so");
+    std::fs::copy(shim(), &copy).unwrap();
+    let scenarios = compile("scenarios", false);
+    let linked = compile("scenarios", true);
+    for (program, args) in [
+        (&scenarios, &["--dlsym", "oob"][..]),
+        (&linked, &["oob"][..]),
+    ] {
+        let plain = run_in(&scratch().join("copies-plain"), program, args, None, &[]);
+        let preload = format!("{}:{}", shim().display(), copy.display());
+        let r = run_in(&scratch().join("copies"), program, args, Some(preload), &[]);
+        let label = format!("{args:?}");
+        assert_eq!(r.ending, plain.ending, "{label}: {}", r.stderr);
+        assert_eq!(
+            stable_lines(&r.stdout),
+            stable_lines(&plain.stdout),
+            "{label}"
+        );
+        assert_eq!(r.reports.len(), 1, "{label}: {}", r.stderr);
+        assert_eq!(
+            r.reports[0]["culprit"]["op"]["kernel"], "oob_write",
+            "{label}"
+        );
+        assert_eq!(r.reports[0]["culprit"]["confidence"], "exact", "{label}");
+        let off: Vec<&str> = (r.stderr.lines())
+            .filter(|l| l.contains("stays off and passes every call through"))
+            .collect();
+        assert_eq!(off.len(), 1, "{label}: {}", r.stderr);
+        assert!(
+            off[0].contains(&copy.display().to_string()),
+            "{label}: {}",
+            off[0]
+        );
+    }
+}

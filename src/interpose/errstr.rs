@@ -93,6 +93,10 @@ fn real_cuda_get_error_string(caller: usize) -> usize {
         RUNTIME_FORWARD.store(global, Ordering::Release);
         return global;
     }
+    if super::copies::later_copy() {
+        // Reached from the first copy, whose scope is not searched (`copies`).
+        return 0;
+    }
     crate::safety::catching(|| next_definition(c"cudaGetErrorString", ours, caller)).unwrap_or(0)
 }
 

@@ -21,6 +21,7 @@
 //! (`dlsym(3)`, `cuda.h`); the program calls them as it would call the real ones.
 #![allow(clippy::missing_safety_doc)]
 
+mod copies;
 mod dl;
 mod errstr;
 pub(crate) mod exports;

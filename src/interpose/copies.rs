@@ -1,0 +1,74 @@
+//! Two copies of `libcudablame.so` in one process (a pip-installed one and a built one, or
+//! `LD_PRELOAD` set by hand and again by `cudablame run`): the first in the global scope records
+//! and reports; every later one only passes calls through.
+//!
+//! Why: a later copy is reached only through the first's `RTLD_NEXT` lookups (the program's calls
+//! bind to the first copy's exports), and the runtime error-string lookup made that way
+//! (`errstr`) crashed the program in the loader at its first sticky error: the later copy, finding
+//! no runtime after itself, searched the scope of its caller, the first copy, with that
+//! library's link map as a `dlsym` handle (found by a break-it test, twentieth session; test
+//! `two_copies_of_cudablame_preloaded`).
+
+use crate::real;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether another copy of the library comes before this one in the global scope.
+static LATER_COPY: AtomicBool = AtomicBool::new(false);
+
+/// Whether this copy stands down for an earlier one (then it is off: [`crate::safety::disabled`]).
+pub(crate) fn later_copy() -> bool {
+    LATER_COPY.load(Ordering::Relaxed)
+}
+
+/// The object that defines `addr`: its base address and file (`None` when the loader knows none).
+fn object_of(addr: usize) -> Option<(usize, String)> {
+    // SAFETY: a zeroed `Dl_info` is valid; dladdr only reads the loader's tables and fills it.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `info` is a valid out pointer.
+    if unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) } == 0 {
+        return None;
+    }
+    let file = if info.dli_fname.is_null() {
+        "?".into()
+    } else {
+        // SAFETY: a NUL-terminated string of the loader's.
+        unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    Some((info.dli_fbase as usize, file))
+}
+
+/// Library constructor: stands this copy down when the global scope's `cudablame_pause` is
+/// another object's (one line on stderr naming both files). Compared by object, not by address:
+/// this library's own references to its exported functions may bind to the first copy's.
+extern "C" fn check_at_load() {
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: a pseudo-handle and a C string.
+        let first =
+            unsafe { real::dlsym(libc::RTLD_DEFAULT, c"cudablame_pause".as_ptr()) } as usize;
+        let (Some(first), Some(ours)) = (
+            (first != 0).then(|| object_of(first)).flatten(),
+            object_of(check_at_load as *const () as usize),
+        ) else {
+            return;
+        };
+        if first.0 == ours.0 {
+            return;
+        }
+        LATER_COPY.store(true, Ordering::Relaxed);
+        crate::safety::set_gate(crate::safety::Gate::DISABLED, true);
+        crate::safety::write_stderr(
+            format!(
+                "cudablame: {} is loaded too, before this copy ({}): this one stays off and passes \
+                 every call through\n",
+                first.1, ours.1
+            )
+            .as_bytes(),
+        );
+    });
+}
+
+#[used]
+#[link_section = ".init_array"]
+static CHECK_AT_LOAD: extern "C" fn() = check_at_load;
