@@ -598,3 +598,28 @@ fn stack_off_does_not_point_at_a_stack_below() {
         stdout(&o)
     );
 }
+
+/// `demo --report` refuses what `run --report` refuses (a device, a path in /dev or /proc) with
+/// exit status 2, and a report pattern naming an endless device through CUDABLAME_REPORT is not
+/// read (the demo read /dev/zero and /dev/full into memory until the kernel killed it: found by
+/// a break-it helper, twentieth session).
+#[test]
+fn demo_refuses_devices_as_run_does_and_never_reads_one() {
+    for path in ["/dev/full", "/proc/x"] {
+        let o = cli(&["demo", "--simulated", "--report", path], &[]);
+        assert_eq!(o.status.code(), Some(2), "{path}: {}", stderr(&o));
+        assert!(stderr(&o).contains("not a file"), "{path}: {}", stderr(&o));
+        let r = cli(&["run", "--report", path, "--", "true"], &[]);
+        assert_eq!(r.status.code(), Some(2), "run {path}: {}", stderr(&r));
+    }
+    let o = cli(
+        &["demo", "--simulated"],
+        &[("CUDABLAME_REPORT", "/dev/zero")],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no report at /dev/zero"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -121,8 +121,8 @@ pub fn demo(args: DemoArgs) -> ExitCode {
     // user never set and writes its own default, where the demo does not look): a bad
     // `--report` is refused, as `run --report` refuses it; a bad variable is said once and the
     // demo's default taken, as the library would.
-    if let Some((p, e)) = (args.report.as_deref())
-        .and_then(|p| crate::common::given_pattern_problem(p).map(|e| (p, e)))
+    if let Some((p, e)) =
+        (args.report.as_deref()).and_then(|p| crate::run::given_report_problem(p).map(|e| (p, e)))
     {
         eprintln!("cudablame demo: --report {p:?}: {e}; give a path pattern, or --report off");
         return ExitCode::from(2);
@@ -284,7 +284,12 @@ fn written_report(
     let target = file_path(&expanded, &in_folder);
     (0..=MAX_NUMBERED).find_map(|n| {
         let path = numbered(&target, n);
-        let r = serde_json::from_slice::<serde_json::Value>(&std::fs::read(&path).ok()?).ok()?;
+        // A regular file of a report's size at most: a device such as /dev/zero never ends.
+        if !std::fs::metadata(&path).ok()?.is_file() {
+            return None;
+        }
+        let bytes = crate::show::read_limited(&path).ok()?;
+        let r = serde_json::from_slice::<serde_json::Value>(&bytes).ok()?;
         (r["process"]["pid"].as_u64() == Some(u64::from(pid))
             && r["reporting_call"]["time_ns"].as_u64() >= Some(started_ns))
         .then_some((path, r))

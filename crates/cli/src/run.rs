@@ -90,6 +90,17 @@ fn check_report_folder(pattern: &str) -> Result<(), String> {
     name_too_long(&crate::common::expand_pattern(pattern, LONGEST_PID)).map_or(Ok(()), Err)
 }
 
+/// Why a report or trace pattern given on the command line is refused (the pattern as the
+/// library reads it, then [`check_report_folder`] unless it writes no file); `None`: usable.
+/// `demo --report` refuses the same.
+pub(crate) fn given_report_problem(p: &str) -> Option<String> {
+    crate::common::given_pattern_problem(p).or_else(|| {
+        (!no_path(p))
+            .then(|| check_report_folder(p).err())
+            .flatten()
+    })
+}
+
 /// [`check_report_folder`]'s folder part: the folder can be made and a file created in it.
 fn check_folder(pattern: &str) -> Result<(), String> {
     let dir = crate::common::pattern_dir(pattern).unwrap_or_else(|| ".".into());
@@ -151,11 +162,7 @@ fn settle(
     if let Some(p) = given {
         // The pattern itself first, as the library would read it (else the library warned
         // about a variable the user never set, and took its default).
-        if let Some(e) = crate::common::given_pattern_problem(p).or_else(|| {
-            (!no_path(p))
-                .then(|| check_report_folder(p).err())
-                .flatten()
-        }) {
+        if let Some(e) = given_report_problem(p) {
             eprintln!(
                 "cudablame run: {option} {p:?}: {e}; give a writable path pattern with {option}, \
                  or {option} off (the program was not started)"
