@@ -427,3 +427,47 @@ fn two_copies_of_cudablame_preloaded() {
         );
     }
 }
+
+/// A child forked while another thread of the parent builds a report (symbolizing, under the
+/// backtrace crate's process-wide lock) reports its own sticky error without waiting for that
+/// lock, which no thread of the child will release: it hung there (found by a break-it helper,
+/// twentieth session). The child's frames then keep their modules and addresses only.
+#[test]
+fn a_child_forked_while_the_parent_reports_does_not_hang() {
+    let program = compile("fork_while_reporting", true);
+    let plain = run_in(
+        &scratch().join("fork-report-plain"),
+        &program,
+        &[],
+        None,
+        &[],
+    );
+    let r = run_in(
+        &scratch().join("fork-report"),
+        &program,
+        &[],
+        Some(shim().display().to_string()),
+        &[],
+    );
+    assert_eq!(r.ending, plain.ending, "{}", r.stderr);
+    assert_eq!(printed(&r.stdout, "child_status"), "0", "{}", r.stderr);
+    assert_eq!(
+        printed(&r.stdout, "child_query"),
+        printed(&plain.stdout, "child_query")
+    );
+    // The parent's report names the culprit; the child's (which forgot the parent's ops, as
+    // every forked child does) names its reporting call.
+    assert_eq!(r.reports.len(), 2, "{}", r.stderr);
+    let parent = r
+        .reports
+        .iter()
+        .find(|rep| rep["culprit"]["op"]["kernel"] == "bad")
+        .unwrap_or_else(|| panic!("no report names the culprit: {}", r.stderr));
+    assert_eq!(parent["reporting_call"]["entry_point"], "cuMemcpyDtoH_v2");
+    let child = r
+        .reports
+        .iter()
+        .find(|rep| rep["reporting_call"]["entry_point"] == "cuStreamQuery")
+        .unwrap_or_else(|| panic!("no report of the child: {}", r.stderr));
+    assert!(child["culprit"]["op"].is_null(), "{child}");
+}

@@ -266,8 +266,22 @@ pub(crate) fn test_function_names(stack: &NativeStack) -> Vec<String> {
     names
 }
 
+/// Threads symbolizing now ([`symbolize`]: inside `backtrace::resolve`, whose process-wide lock
+/// they hold or wait for).
+static RESOLVING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Set in a forked child whose parent had a thread symbolizing at the fork: the backtrace
+/// crate's lock may be held by a thread that does not exist in the child, so the child never
+/// takes it (its frames keep their module and address, without function or line). Without
+/// this, a child forked while another thread built a report hung at its own first report (found
+/// by a break-it helper, twentieth session).
+static RESOLVE_LOCKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Forgets kept stacks (a forked child). Takes no lock.
 pub(crate) fn forget_after_fork() {
+    use std::sync::atomic::Ordering;
+    if RESOLVING.swap(0, Ordering::AcqRel) > 0 {
+        RESOLVE_LOCKED.store(true, Ordering::Release);
+    }
     KEPT.reset_in_child();
     sites::forget_after_fork();
     unwind::forget_after_fork();
@@ -294,6 +308,19 @@ fn module_of(addr: usize) -> Option<(usize, String)> {
 /// the top and keeping at most `depth`. Slow (reads symbol tables and DWARF): report time only.
 /// [`UNLOADED_MODULE`] becomes a frame of module "unloaded module".
 pub(crate) fn symbolize(ips: impl AsRef<[usize]>, depth: usize) -> Vec<Frame> {
+    use std::sync::atomic::Ordering;
+    /// Counts this thread in [`RESOLVING`] while it lives.
+    struct Resolving;
+    impl Drop for Resolving {
+        fn drop(&mut self) {
+            let _ = RESOLVING.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_sub(1))
+            });
+        }
+    }
+    RESOLVING.fetch_add(1, Ordering::AcqRel);
+    let _resolving = Resolving;
+    let resolve = !RESOLVE_LOCKED.load(Ordering::Acquire);
     let own = module_of(module_of as *const () as usize).map(|m| m.0);
     let mut frames = Vec::new();
     let mut skipping = true;
@@ -322,15 +349,17 @@ pub(crate) fn symbolize(ips: impl AsRef<[usize]>, depth: usize) -> Vec<Frame> {
         let lookup = ip.saturating_sub(1);
         // One frame per function at this address, inlined ones first (like `addr2line -i`).
         let mut here = Vec::new();
-        backtrace::resolve(lookup as *mut c_void, |sym| {
-            here.push(Frame {
-                function: sym.name().map(|n| demangle(&format!("{n:#}"))), // {:#}: no Rust hash
-                file: sym.filename().map(|f| f.display().to_string()),
-                line: sym.lineno(),
-                module: module.as_ref().map(|m| m.1.clone()),
-                address: format!("{ip:#x}"),
+        if resolve {
+            backtrace::resolve(lookup as *mut c_void, |sym| {
+                here.push(Frame {
+                    function: sym.name().map(|n| demangle(&format!("{n:#}"))), // {:#}: no Rust hash
+                    file: sym.filename().map(|f| f.display().to_string()),
+                    line: sym.lineno(),
+                    module: module.as_ref().map(|m| m.1.clone()),
+                    address: format!("{ip:#x}"),
+                });
             });
-        });
+        }
         if here.is_empty() && module.is_some() {
             here.push(Frame {
                 function: None,

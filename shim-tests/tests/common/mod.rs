@@ -290,9 +290,13 @@ pub fn output_within(
     limit: std::time::Duration,
 ) -> (std::process::Output, std::time::Duration) {
     use std::io::Read;
+    use std::os::unix::process::CommandExt;
     use std::process::Stdio;
     let started = std::time::Instant::now();
+    // Its own process group: a hang kills every process of the test (a hung forked child keeps
+    // the output pipes open, and the readers below would wait for it forever).
     let mut child = cmd
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -315,6 +319,10 @@ pub fn output_within(
             break st;
         }
         if started.elapsed() > limit {
+            // The whole group (its id is the program's pid): `kill -KILL -PID`.
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .status();
             let _ = child.kill();
             let _ = child.wait();
             let stderr = String::from_utf8_lossy(&err_reader.join().unwrap()).into_owned();
