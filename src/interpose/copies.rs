@@ -10,6 +10,7 @@
 //! `two_copies_of_cudablame_preloaded`).
 
 use crate::real;
+use crate::stack::module_of;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether another copy of the library comes before this one in the global scope.
@@ -18,25 +19,6 @@ static LATER_COPY: AtomicBool = AtomicBool::new(false);
 /// Whether this copy stands down for an earlier one (then it is off: [`crate::safety::disabled`]).
 pub(crate) fn later_copy() -> bool {
     LATER_COPY.load(Ordering::Relaxed)
-}
-
-/// The object that defines `addr`: its base address and file (`None` when the loader knows none).
-fn object_of(addr: usize) -> Option<(usize, String)> {
-    // SAFETY: a zeroed `Dl_info` is valid; dladdr only reads the loader's tables and fills it.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; `info` is a valid out pointer.
-    if unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) } == 0 {
-        return None;
-    }
-    let file = if info.dli_fname.is_null() {
-        "?".into()
-    } else {
-        // SAFETY: a NUL-terminated string of the loader's.
-        unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
-            .to_string_lossy()
-            .into_owned()
-    };
-    Some((info.dli_fbase as usize, file))
 }
 
 /// Library constructor: stands this copy down when the global scope's `cudablame_pause` is
@@ -48,8 +30,8 @@ extern "C" fn check_at_load() {
         let first =
             unsafe { real::dlsym(libc::RTLD_DEFAULT, c"cudablame_pause".as_ptr()) } as usize;
         let (Some(first), Some(ours)) = (
-            (first != 0).then(|| object_of(first)).flatten(),
-            object_of(check_at_load as *const () as usize),
+            (first != 0).then(|| module_of(first)).flatten(),
+            module_of(check_at_load as *const () as usize),
         ) else {
             return;
         };

@@ -287,8 +287,8 @@ pub(crate) fn forget_after_fork() {
     unwind::forget_after_fork();
 }
 
-/// Base address of the module holding `addr` and its path.
-fn module_of(addr: usize) -> Option<(usize, String)> {
+/// Base address of the module holding `addr` and its path (`None` where the loader knows none).
+pub(crate) fn module_of(addr: usize) -> Option<(usize, String)> {
     // SAFETY: dladdr only reads loader data structures.
     unsafe {
         let mut info: libc::Dl_info = std::mem::zeroed();
