@@ -45,6 +45,9 @@ pub(crate) struct Config {
     /// of GPU time and 1.1 to 1.8 µs of host time on an H200, so about 0.4% of each; see
     /// `record::policy` for why not 100).
     pub(crate) marker_gap_us: u64,
+    /// Whether a stream's gap may stretch past `marker_gap_us` with the host's marker cost
+    /// (`record::policy::Marks::gap_ns`): true unless `CUDABLAME_MARKER_GAP_US` set the gap.
+    pub(crate) marker_gap_stretch: bool,
     /// `CUDABLAME_MARKER_WINDOW`: under `budget`, the most ops of one stream between two
     /// markers, 2..=4096 (default 32): a fault is narrowed to at most this many ops in stream
     /// order even when the host launches them faster than the gap (`record::policy`).
@@ -110,6 +113,7 @@ impl Default for Config {
             trace: None,
             markers: MarkerMode::Budget,
             marker_gap_us: 500,
+            marker_gap_stretch: true,
             marker_window: 32,
             stack: StackMode::Native,
             stack_depth: 16,
@@ -356,8 +360,11 @@ impl Config {
             };
         }
         if let Some(v) = get("CUDABLAME_MARKER_GAP_US") {
+            let warned = w.len();
             c.marker_gap_us =
                 number("CUDABLAME_MARKER_GAP_US", &v, 1, 1_000_000, 500, &mut w) as u64;
+            // A gap given is kept as given; a bad one falls back to the default, stretch and all.
+            c.marker_gap_stretch = w.len() > warned;
         }
         if let Some(v) = get("CUDABLAME_MARKER_WINDOW") {
             c.marker_window = number("CUDABLAME_MARKER_WINDOW", &v, 2, 4096, 32, &mut w) as u32;
@@ -587,10 +594,15 @@ mod tests {
         }
         let (c, w) = parse(&[("CUDABLAME_MARKERS", "2"), ("CUDABLAME_MARKER_GAP_US", "0")]);
         assert_eq!(w.len(), 2, "{w:?}");
-        assert_eq!((c.markers, c.marker_gap_us), (MarkerMode::Budget, 500));
+        assert_eq!(
+            (c.markers, c.marker_gap_us, c.marker_gap_stretch),
+            (MarkerMode::Budget, 500, true)
+        );
         let (c, w) = parse(&[("CUDABLAME_MARKER_GAP_US", "250")]);
         assert!(w.is_empty(), "{w:?}");
-        assert_eq!(c.marker_gap_us, 250);
+        // A gap given is kept as given: the host's marker cost does not stretch it.
+        assert_eq!((c.marker_gap_us, c.marker_gap_stretch), (250, false));
+        assert!(parse(&[]).0.marker_gap_stretch);
         let (c, w) = parse(&[("CUDABLAME_MARKER_WINDOW", "64")]);
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(c.marker_window, 64);

@@ -113,6 +113,32 @@ fn ops_separated_by_a_long_host_gap_are_each_marked() {
 }
 
 #[test]
+fn a_host_whose_marker_writes_are_slow_marks_fewer_ops() {
+    // 30 launches 700 µs of host time apart, each marker write spinning 20 µs in the simulated
+    // driver (a host whose driver calls are slow): after the first budget marker the stream's
+    // gap is stretched to 250 times the write's cost, at most four times the default 500 µs, so
+    // 2 ms (`record::policy::Marks::gap_ns`), and the stats line's last field says so. Ops 1
+    // (first) and 2 (gap), then about every third op (2.1 ms): 11 or 12 of 30 where the
+    // sleeps keep their length; a loaded machine's longer sleeps mark a few more.
+    let slow = [("FAKE_CUDA_MEMOP_HOST_US", "20")];
+    let (stdout, line) = stdout_and_stats_line(&["gaps", "30", "700"], &slow);
+    assert!(stdout.contains("ops=30"), "{stdout}");
+    let (m, ops, _) = marked(&["gaps", "30", "700"], &slow);
+    assert_eq!(ops, 30);
+    assert!((11..=20).contains(&m), "{m} of {ops} marked");
+    assert!(line.ends_with("; marker gap now 2000 us"), "{line}");
+    // A gap given in the environment is kept as given: each op is 700 µs after the last,
+    // past the 500 µs gap, so each is marked.
+    let given = [
+        ("FAKE_CUDA_MEMOP_HOST_US", "20"),
+        ("CUDABLAME_MARKER_GAP_US", "500"),
+    ];
+    assert_eq!(marked(&["gaps", "30", "700"], &given), (30, 30, 0));
+    let (_, line) = stdout_and_stats_line(&["gaps", "30", "700"], &given);
+    assert!(line.ends_with("; marker gap now 500 us"), "{line}");
+}
+
+#[test]
 fn every_marks_each_op_and_off_none() {
     assert_eq!(
         marked(&["loop", "500"], &[("CUDABLAME_MARKERS", "every")]).0,

@@ -549,6 +549,19 @@ pub(crate) fn held_unwind() {
     }
 }
 
+/// The gap (ns) of the stream whose budget marker was written last, as its marker cost
+/// stretched it (`policy::Marks::gap_ns`); 0: none yet. Kept only when measuring.
+static MARKER_GAP_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Notes `gap_ns`, the marker gap of a stream that just wrote a budget marker, for the stats
+/// line (`marker gap now G us`).
+#[inline]
+pub(crate) fn marker_gap(gap_ns: u64) {
+    if enabled() {
+        MARKER_GAP_NS.store(gap_ns, Ordering::Relaxed);
+    }
+}
+
 /// Counts one marker the driver took, by the policy's reason for it.
 #[inline]
 pub(crate) fn marked_because(why: super::policy::Why) {
@@ -624,8 +637,10 @@ impl Means {
 /// the other side of that comparison, the warm-up left out), then the launching thread's time
 /// between two ops' hooks on each side (`between ops' hooks: paused P ns (N gaps), recording R
 /// ns (M gaps)`: what recording costs the program's own work outside the hook), and what one
-/// tick reading costs (`one tick reading T ns`: each timed phase carries about one). With
-/// `CUDABLAME_STATS=total` both parenthesised splits read `(phases not timed:
+/// tick reading costs (`one tick reading T ns`: each timed phase carries about one), and last
+/// the marker gap of the stream whose budget marker was written last (`marker gap now G us`:
+/// the configured gap, stretched by that stream's marker cost; 0: no budget marker past a
+/// stream's first). With `CUDABLAME_STATS=total` both parenthesised splits read `(phases not timed:
 /// CUDABLAME_STATS=total)`: C is then the hook's own time with only the real call's edges read.
 /// The integration tests and `scripts/bench.sh` read them.
 pub(crate) fn line() -> String {
@@ -700,7 +715,7 @@ pub(crate) fn line() -> String {
          {hook_ops} recorded ops, {} ns each; paused: {paused} ops, real call {} ns, whole hook {} \
          ns; recorded after the first pause: {steady} ops, real call {} ns, cudablame {st_own} ns \
          ({st_split}), marked {}, whole hook {} ns; between ops' hooks: paused {} ns ({} gaps), \
-         recording {} ns ({} gaps); one tick reading {:.1} ns",
+         recording {} ns ({} gaps); one tick reading {:.1} ns; marker gap now {} us",
         real + own,
         total(|c| &c.marked),
         total(|c| &c.held_unwinds),
@@ -722,6 +737,7 @@ pub(crate) fn line() -> String {
         mean(total(|c| &c.between_ticks[1]), total(|c| &c.between_n[1])),
         total(|c| &c.between_n[1]),
         tick_reading_ns(scale),
+        MARKER_GAP_NS.load(Ordering::Relaxed) / 1000,
     )
 }
 

@@ -168,7 +168,7 @@ pub(super) fn mark_if_due(
     returned_ns: u64,
     blocking_copy: bool,
 ) -> bool {
-    let budget = policy::Budget::new(cfg.marker_gap_us, cfg.marker_window);
+    let budget = policy::Budget::new(cfg.marker_gap_us, cfg.marker_window, cfg.marker_gap_stretch);
     if !blocking_copy
         && ring
             .marks
@@ -209,12 +209,23 @@ fn mark_if_due_now(
         || state.marker_value(),
     );
     let marked = match due {
-        Some(why) if cost::marker_write(|| state.write_marker(driver, op.seq)) => {
-            ring.mark_newest();
-            cost::marked_because(why);
-            true
+        Some(why) => {
+            // The write's host time stretches the stream's gap on a host where driver calls
+            // are slow (`policy::Marks::note_marker_cost`): two clock readings a marker.
+            let began = now_ns();
+            let taken = cost::marker_write(|| state.write_marker(driver, op.seq));
+            if taken {
+                if why != policy::Why::First {
+                    let took = now_ns().saturating_sub(began);
+                    ring.marks.note_marker_cost(took, budget);
+                    cost::marker_gap(ring.marks.gap_ns(budget));
+                }
+                ring.mark_newest();
+                cost::marked_because(why);
+            }
+            taken
         }
-        _ => false,
+        None => false,
     };
     ring.marks.note(op.seq, op.time_ns, returned_ns, marked);
     marked

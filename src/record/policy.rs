@@ -13,9 +13,17 @@
 //!
 //! The budget ([`MarkerMode::Budget`], the default) marks an op when, after its real launch:
 //! - the stream never had a marker (its first op), or
-//! - at least [`Budget::gap_ns`] of host time passed since the stream's last marker: with
-//!   markers costing `c` µs each and a share `s` of the time allowed, one marker per `c / s` µs.
-//!   The default gap, 500 µs, is 2.1 µs GPU / 0.4% and 1.1 to 1.8 µs host / 0.2 to 0.4%.
+//! - at least the stream's gap ([`Marks::gap_ns`]) of host time passed since its last marker:
+//!   with markers costing `c` µs each and a share `s` of the time allowed, one marker per `c / s`
+//!   µs. The default gap, 500 µs, is 2.1 µs GPU / 0.4% and 1.1 to 1.8 µs host / 0.2 to 0.4%.
+//!   **Stretched by the host's own marker cost** (unless `CUDABLAME_MARKER_GAP_US` is set): a
+//!   marker is one more driver call, and on a slow host it costs what a launch costs there (a
+//!   PyTorch GPT step on an H100 host whose launches took 5 to 10 µs: 6.6 µs per marker, 308 ns
+//!   per op, 28% of cudablame's own time; twenty-first session). Each stream keeps a running
+//!   mean of its budget markers' host time (`Marks::note_marker_cost`) and its gap is at least
+//!   [`HOST_SHARE_INV`] times that (0.4% of the host's time), at most [`MAX_STRETCH`] times the
+//!   configured gap: 500 µs where a marker takes up to 2 µs, 1.65 ms at 6.6 µs, 2 ms at most.
+//!   The bound on unmarked ops (below) still holds, so a fault's window stays at most 32 ops.
 //!   It was 100 µs (2% and 1-2%), which cost a GPU-bound PyTorch GPT step 416 ns of the
 //!   launching thread's time per op on average (H200: 3,114 of 13,658 ops marked, 1.8 µs each):
 //!   the time since the last marker includes the time the host waits for the GPU, so in a step
@@ -27,7 +35,7 @@
 //!   the bottleneck the host waits in the driver, so each marker covers at least as much GPU
 //!   time as host time; or
 //! - the stream was idle (the previous op carried the last marker and the device already wrote
-//!   it: one plain load of the marker slot) and [`Budget::idle_gap_ns`] passed: a marker behind an
+//!   it: one plain load of the marker slot) and [`Marks::idle_gap_ns`] passed: a marker behind an
 //!   op that completes before the next one arrives costs the GPU nothing, only host time, so
 //!   only the host share binds (half the gap); or
 //! - [`Budget::max_unmarked`] ops in a row went unmarked (bounded windows: a fault is then
@@ -46,25 +54,44 @@
 
 pub(crate) use crate::config::MarkerMode;
 
+/// A stream's gap is at least this many times its budget markers' mean host time: markers take
+/// at most 1/250 (0.4%) of the launching threads' time between calls, the share the default
+/// gap was set for (module doc).
+pub(crate) const HOST_SHARE_INV: u64 = 250;
+
+/// The host share stretches a stream's gap to at most this many times the configured one (a
+/// fault's window then spans at most 2 ms of host time by default; a marker that waited for
+/// room in the driver's queue, which is the GPU's time and not the host's, moves the mean by at
+/// most this much).
+pub(crate) const MAX_STRETCH: u64 = 4;
+
 /// The marker budget: when [`should_mark`] marks an op. Times in ns of host wall-clock time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Budget {
-    /// Host time after the stream's last marker from which the next op is marked.
+    /// Host time after the stream's last marker from which the next op is marked, before the
+    /// stream's own marker cost stretches it ([`Marks::gap_ns`]).
     pub(crate) gap_ns: u64,
-    /// The same when the stream is idle (the last marker, right behind the previous op, was
-    /// already written by the device): the marker then costs no GPU time, only host time.
-    pub(crate) idle_gap_ns: u64,
+    /// The longest that stretching makes the gap: `gap_ns` when the gap was configured
+    /// (`CUDABLAME_MARKER_GAP_US`), else [`MAX_STRETCH`] times it.
+    pub(crate) max_gap_ns: u64,
     /// The most ops in a row left unmarked on one stream.
     pub(crate) max_unmarked: u32,
 }
 
 impl Budget {
     /// The budget for a gap of `gap_us` µs (`CUDABLAME_MARKER_GAP_US`) and windows of at most
-    /// `window` ops (`CUDABLAME_MARKER_WINDOW`, at least 2: `window - 1` unmarked ops in a row).
-    pub(crate) fn new(gap_us: u64, window: u32) -> Budget {
+    /// `window` ops (`CUDABLAME_MARKER_WINDOW`, at least 2: `window - 1` unmarked ops in a row);
+    /// `stretch`: the gap may grow with the host's marker cost (the default gap), or not (a
+    /// configured one is kept as given).
+    pub(crate) fn new(gap_us: u64, window: u32, stretch: bool) -> Budget {
+        let gap_ns = gap_us * 1000;
         Budget {
-            gap_ns: gap_us * 1000,
-            idle_gap_ns: gap_us * 1000 / 2,
+            gap_ns,
+            max_gap_ns: if stretch {
+                gap_ns * MAX_STRETCH
+            } else {
+                gap_ns
+            },
             max_unmarked: window.max(2) - 1,
         }
     }
@@ -91,6 +118,12 @@ pub(crate) struct Marks {
     pub(crate) unmarked: u32,
     /// Ops marked on this stream so far (for `CUDABLAME_STATS`).
     pub(crate) marked_total: u64,
+    /// Running mean (weight 1/8) of the host time (ns) the stream's budget markers took, each
+    /// clipped so that it stretches the gap to at most [`Budget::max_gap_ns`]; 0: none yet.
+    pub(crate) marker_ns: u64,
+    /// The gap that `marker_ns` asks for, [`HOST_SHARE_INV`] times it, at most
+    /// [`Budget::max_gap_ns`] (0 until a marker's cost is known).
+    pub(crate) stretched_ns: u64,
 }
 
 impl Marks {
@@ -101,6 +134,35 @@ impl Marks {
         self.last_seq = seq;
         self.unmarked = 0;
         self.marked_total += 1;
+    }
+
+    /// The host time after the last marker from which the next op is marked under `budget`:
+    /// the configured gap, stretched to [`HOST_SHARE_INV`] times this stream's marker cost.
+    #[inline(always)]
+    pub(crate) fn gap_ns(&self, budget: &Budget) -> u64 {
+        budget.gap_ns.max(self.stretched_ns)
+    }
+
+    /// The same when the stream is idle (the last marker, right behind the previous op, was
+    /// already written by the device): the marker then costs no GPU time, only host time, so
+    /// half the gap.
+    #[inline(always)]
+    pub(crate) fn idle_gap_ns(&self, budget: &Budget) -> u64 {
+        self.gap_ns(budget) / 2
+    }
+
+    /// Notes that a marker the budget asked for took `ns` of the launching thread's time (its
+    /// write call): the running mean, and the gap it asks for under `budget`. Markers of a
+    /// stream's first op (the driver may set up stream memory operations then) and markers
+    /// before a wait (`record::sync`, not the budget's) are not noted.
+    pub(crate) fn note_marker_cost(&mut self, ns: u64, budget: &Budget) {
+        let sample = ns.min(budget.max_gap_ns / HOST_SHARE_INV);
+        self.marker_ns = if self.marker_ns == 0 {
+            sample.max(1)
+        } else {
+            (self.marker_ns * 7 + sample) / 8
+        };
+        self.stretched_ns = (self.marker_ns * HOST_SHARE_INV).min(budget.max_gap_ns);
     }
 
     /// Host time outside recorded calls since the last marker for an op whose call began at
@@ -129,7 +191,7 @@ impl Marks {
             return false;
         }
         match self.busy_until(now_ns) {
-            Some(since) if since < budget.idle_gap_ns => {
+            Some(since) if since < self.idle_gap_ns(budget) => {
                 self.busy_ns = since;
                 self.unmarked += 1;
                 self.returned_ns = returned_ns.max(now_ns);
@@ -166,7 +228,7 @@ pub(crate) enum Why {
     Copy,
     /// [`Budget::gap_ns`] passed since the stream's last marker (or the clock stepped back).
     Gap,
-    /// The stream was idle and [`Budget::idle_gap_ns`] passed.
+    /// The stream was idle and [`Marks::idle_gap_ns`] passed.
     Idle,
     /// The host is about to wait for the stream: its newest op gets a marker
     /// (`record::sync`, outside this policy).
@@ -207,10 +269,10 @@ pub(crate) fn should_mark(
     let Some(since) = marks.busy_until(now_ns) else {
         return Some(Why::Gap);
     };
-    if since >= budget.gap_ns {
+    if since >= marks.gap_ns(budget) {
         return Some(Why::Gap);
     }
-    (since >= budget.idle_gap_ns && marks.last_seq + 1 == seq && slot() >= marks.last_seq)
+    (since >= marks.idle_gap_ns(budget) && marks.last_seq + 1 == seq && slot() >= marks.last_seq)
         .then_some(Why::Idle)
 }
 
@@ -240,7 +302,7 @@ mod tests {
         blocking_copies: &[bool],
         done_after_us: u64,
     ) -> Vec<u64> {
-        let b = Budget::new(100, 32);
+        let b = Budget::new(100, 32, true);
         let mut m = Marks::default();
         let mut out = Vec::new();
         let mut written: Vec<(u64, u64)> = Vec::new(); // (host µs, seq) of each marker
@@ -268,14 +330,21 @@ mod tests {
     /// The hot path's shortcut (`Marks::surely_not_due`) never decides otherwise than
     /// `should_mark` followed by `note`, and leaves the same state: over a pseudo-random
     /// schedule of host gaps (a few ns to past the gap), call lengths, clocks stepped back,
-    /// markers refused by the driver, every mode and windows from 2 to 64.
+    /// markers refused by the driver, markers' host costs that stretch the gap (or not), every
+    /// mode, windows from 2 to 64, configured gaps and stretched ones.
     #[test]
     fn the_hot_paths_shortcut_agrees_with_the_policy() {
         let mut next = crate::test_util::xorshift(0x2545_F491_4F6C_DD1Du64);
         let mut shortcuts = 0;
         for mode in [MarkerMode::Budget, MarkerMode::Every, MarkerMode::Off] {
-            for (gap_us, window) in [(500, 32), (100, 2), (1, 64), (1_000_000, 8)] {
-                let b = Budget::new(gap_us, window);
+            for (gap_us, window, stretch) in [
+                (500, 32, true),
+                (500, 32, false),
+                (100, 2, true),
+                (1, 64, true),
+                (1_000_000, 8, false),
+            ] {
+                let b = Budget::new(gap_us, window, stretch);
                 let (mut slow, mut fast) = (Marks::default(), Marks::default());
                 let mut returned = 1_000_000u64;
                 for seq in 1..5_000u64 {
@@ -283,7 +352,7 @@ mod tests {
                     let t = match next(20) {
                         0 => returned.saturating_sub(next(3_000)), // the clock stepped back
                         1 => returned + next(2 * b.gap_ns + 1),
-                        _ => returned + next(b.idle_gap_ns / 8 + 50),
+                        _ => returned + next(b.gap_ns / 16 + 50),
                     };
                     returned = t + next(5_000);
                     let taken = next(7) != 0; // the driver took the marker
@@ -291,6 +360,15 @@ mod tests {
                     let slot = if next(2) == 0 { seq } else { next(seq + 1) };
                     let want = should_mark(mode, &b, &slow, t, seq, false, || slot);
                     slow.note(seq, t, returned, want.is_some() && taken);
+                    // The marker's host time: 0.5 to 20 µs, or a write that waited 1 ms.
+                    let cost = if next(50) == 0 {
+                        1_000_000
+                    } else {
+                        500 + next(20_000)
+                    };
+                    if want.is_some() && taken {
+                        slow.note_marker_cost(cost, &b);
+                    }
                     if fast.surely_not_due(mode, &b, t, returned) {
                         shortcuts += 1;
                         assert_eq!(want, None, "seq {seq}: the shortcut skipped a due op");
@@ -298,10 +376,13 @@ mod tests {
                         let due = should_mark(mode, &b, &fast, t, seq, false, || slot);
                         assert_eq!(due, want, "seq {seq}");
                         fast.note(seq, t, returned, due.is_some() && taken);
+                        if due.is_some() && taken {
+                            fast.note_marker_cost(cost, &b);
+                        }
                     }
                     assert_eq!(
                         fast, slow,
-                        "seq {seq}, {mode:?}, gap {gap_us} window {window}"
+                        "seq {seq}, {mode:?}, gap {gap_us} window {window} stretch {stretch}"
                     );
                 }
             }
@@ -333,7 +414,7 @@ mod tests {
         // 1 µs per launch, a 1 s gap: only the count marks. `CUDABLAME_MARKER_WINDOW=8`: an op
         // in eight; 2 (the least): every other op.
         for (window, want) in [(8, vec![1, 9, 17, 25]), (2, vec![1, 3, 5, 7])] {
-            let b = Budget::new(1_000_000, window);
+            let b = Budget::new(1_000_000, window, true);
             let mut m = Marks::default();
             let mut got = Vec::new();
             for seq in 1..=(want.last().copied().unwrap_or(0) + 1) {
@@ -411,9 +492,87 @@ mod tests {
         assert!(marked(MarkerMode::Off, &times, &kinds, 0).is_empty());
     }
 
+    /// The marked ops of a stream whose ops come `every_us` µs of host time apart, `n` of them,
+    /// each budget marker (not the first op's) taking `marker_ns` of host time, under `budget`;
+    /// and the stream's gap at the end (µs).
+    fn marked_costing(budget: Budget, every_us: u64, n: u64, marker_ns: u64) -> (Vec<u64>, u64) {
+        let mut m = Marks::default();
+        let mut out = Vec::new();
+        for seq in 1..=n {
+            let t = seq * every_us * US;
+            let why = should_mark(MarkerMode::Budget, &budget, &m, t, seq, false, || 0);
+            m.note(seq, t, t, why.is_some());
+            if let Some(why) = why {
+                out.push(seq);
+                if why != Why::First {
+                    m.note_marker_cost(marker_ns, &budget);
+                }
+            }
+        }
+        (out, m.gap_ns(&budget) / US)
+    }
+
+    #[test]
+    fn a_host_whose_markers_are_slow_marks_less_often() {
+        // Ops 100 µs of host time apart, the default gap of 500 µs: every fifth op where a
+        // marker takes 1.5 µs (an H100 host with fast driver calls: 0.3% of the host's time,
+        // under the 0.4% the gap allows, so the gap stays as configured).
+        let b = Budget::new(500, 32, true);
+        let (fast, gap) = marked_costing(b, 100, 100, 1_500);
+        assert_eq!(&fast[..4], &[1, 6, 11, 16]);
+        assert_eq!((fast.len(), gap), (20, 500));
+        // 6.6 µs a marker (the twenty-first session's H100 host, a PyTorch GPT step): the gap
+        // grows to 250 times that, 1,650 µs, after the first budget marker (op 6): every
+        // seventeenth op from there.
+        let (slow, gap) = marked_costing(b, 100, 100, 6_600);
+        assert_eq!(slow, vec![1, 6, 23, 40, 57, 74, 91]);
+        assert_eq!(gap, 1_650);
+        // 50 µs a marker (or a write that waited for queue room): at most four times the
+        // configured gap, 2 ms.
+        let (_, gap) = marked_costing(b, 100, 100, 50_000);
+        assert_eq!(gap, 2_000);
+        // Ops closer than the gap over the window: the bound on unmarked ops still binds.
+        let (dense, gap) = marked_costing(b, 10, 200, 6_600);
+        assert_eq!(&dense[..4], &[1, 33, 65, 97]);
+        assert_eq!(gap, 1_650);
+    }
+
+    #[test]
+    fn a_configured_gap_is_not_stretched() {
+        // `CUDABLAME_MARKER_GAP_US=500`: every fifth op whatever the markers cost.
+        let b = Budget::new(500, 32, false);
+        let (got, gap) = marked_costing(b, 100, 100, 6_600);
+        assert_eq!(&got[..4], &[1, 6, 11, 16]);
+        assert_eq!((got.len(), gap), (20, 500));
+    }
+
+    #[test]
+    fn the_marker_cost_is_a_running_mean_that_forgets_a_slow_write() {
+        let b = Budget::new(500, 32, true);
+        let mut m = Marks::default();
+        m.note_marker_cost(2_000, &b);
+        assert_eq!(
+            (m.marker_ns, m.gap_ns(&b), m.idle_gap_ns(&b)),
+            (2_000, 500_000, 250_000)
+        );
+        // One write that waited 10 ms for queue room counts as 8 µs (the most that stretches
+        // the gap to four times), and moves the mean by an eighth of that.
+        m.note_marker_cost(10_000_000, &b);
+        assert_eq!(m.marker_ns, (2_000 * 7 + 8_000) / 8);
+        assert_eq!(m.gap_ns(&b), 2_750 * HOST_SHARE_INV);
+        assert_eq!(m.idle_gap_ns(&b), 2_750 * HOST_SHARE_INV / 2);
+        // Writes of 1.5 µs bring the gap back to the configured one, the seventh of them.
+        for _ in 0..6 {
+            m.note_marker_cost(1_500, &b);
+        }
+        assert!(m.gap_ns(&b) > 500_000, "{m:?}");
+        m.note_marker_cost(1_500, &b);
+        assert_eq!(m.gap_ns(&b), 500_000, "{m:?}");
+    }
+
     #[test]
     fn a_clock_stepped_back_marks() {
-        let b = Budget::new(100, 32);
+        let b = Budget::new(100, 32, true);
         let mut m = Marks::default();
         m.note(1, 10_000_000, 10_000_000, true);
         let at = |now_ns| should_mark(MarkerMode::Budget, &b, &m, now_ns, 2, false, || 0);

@@ -119,6 +119,19 @@ pub fn stream_memops_supported() -> bool {
     })
 }
 
+/// The host time (ns) each stream memory operation spends in its call before it returns
+/// (`FAKE_CUDA_MEMOP_HOST_US`, default 0), read once: a host whose driver calls are slow, where
+/// cudablame's progress markers cost the launching thread several µs each.
+pub fn stream_memop_host_ns() -> u64 {
+    static NS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *NS.get_or_init(|| {
+        std::env::var("FAKE_CUDA_MEMOP_HOST_US")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(0, |us| us.saturating_mul(1000))
+    })
+}
+
 /// `cuDeviceGetAttribute(int*, CUdevice_attribute, CUdevice)`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetAttribute(

@@ -133,6 +133,18 @@ dual_export! {
 }
 
 /// Common body of the write-value exports; `width` is 4 or 8.
+/// Spins the calling thread for `ns` of host time (a slow host's driver call, not a sleep: the
+/// thread stays busy as in a real driver call).
+fn spin_host_ns(ns: u64) {
+    if ns == 0 {
+        return;
+    }
+    let start = std::time::Instant::now();
+    while (start.elapsed().as_nanos() as u64) < ns {
+        std::hint::spin_loop();
+    }
+}
+
 fn write_value(
     h: CUstream,
     addr: CUdeviceptr,
@@ -147,6 +159,7 @@ fn write_value(
     if !stream_memops_supported() {
         return Err(errors::NOT_SUPPORTED);
     }
+    spin_host_ns(crate::api_driver::stream_memop_host_ns());
     let addr = addr as usize;
     if flags & !CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER != 0
         || !addr.is_multiple_of(width)

@@ -172,6 +172,8 @@
 //! * `FAKE_CUDA_DEVICES=N`: number of devices (default 2).
 //! * `FAKE_CUDA_NO_STREAM_MEMOPS=1`: stream memory operations unsupported (read once, at the first
 //!   stream memory operation or attribute query: like a device property, it does not change later).
+//! * `FAKE_CUDA_MEMOP_HOST_US=N`: each stream memory operation spins N µs on the calling thread
+//!   before it returns (read once): a host whose driver calls are slow.
 //! * `FAKE_CUDA_REUSE_HANDLES=1`: a destroyed graph's or executable graph's address is handed out
 //!   again by the next one created (see "Stream capture and graphs"); so is a destroyed
 //!   context's, to the next context created on its device (primary for primary, created for
