@@ -118,15 +118,16 @@ fn a_host_whose_marker_writes_are_slow_marks_fewer_ops() {
     // driver (a host whose driver calls are slow): after the first budget marker the stream's
     // gap is stretched to 250 times the write's cost, at most four times the default 500 µs, so
     // 2 ms (`record::policy::Marks::gap_ns`), and the stats line's last field says so. Ops 1
-    // (first) and 2 (gap), then about every third op (2.1 ms): 11 or 12 of 30 where the
-    // sleeps keep their length; a loaded machine's longer sleeps mark a few more.
+    // (first) and 2 (gap), then about every third op (2.1 ms): 12 of 30 where the sleeps keep
+    // their length; a loaded machine's longer sleeps mark more (up to 25 seen with six busy
+    // loops on two cores), but unstretched every op is marked (each sleep is past 500 µs).
     let slow = [("FAKE_CUDA_MEMOP_HOST_US", "20")];
     let (stdout, line) = stdout_and_stats_line(&["gaps", "30", "700"], &slow);
     assert!(stdout.contains("ops=30"), "{stdout}");
+    assert!(line.ends_with("; marker gap now 2000 us"), "{line}");
     let (m, ops, _) = marked(&["gaps", "30", "700"], &slow);
     assert_eq!(ops, 30);
-    assert!((11..=20).contains(&m), "{m} of {ops} marked");
-    assert!(line.ends_with("; marker gap now 2000 us"), "{line}");
+    assert!(m < 30, "{m} of {ops} marked");
     // A gap given in the environment is kept as given: each op is 700 µs after the last,
     // past the 500 µs gap, so each is marked.
     let given = [

@@ -211,15 +211,19 @@ fn mark_if_due_now(
     let marked = match due {
         Some(why) => {
             // The write's host time stretches the stream's gap on a host where driver calls
-            // are slow (`policy::Marks::note_marker_cost`): two clock readings a marker.
-            let began = now_ns();
+            // are slow (`policy::Marks::note_marker_cost`): two clock readings a budget
+            // marker, none under `every` or a configured gap, where nothing stretches.
+            let timed = mode == config::MarkerMode::Budget
+                && budget.max_gap_ns > budget.gap_ns
+                && why != policy::Why::First;
+            let began = if timed { now_ns() } else { 0 };
             let taken = cost::marker_write(|| state.write_marker(driver, op.seq));
             if taken {
-                if why != policy::Why::First {
+                if timed {
                     let took = now_ns().saturating_sub(began);
                     ring.marks.note_marker_cost(took, budget);
-                    cost::marker_gap(ring.marks.gap_ns(budget));
                 }
+                cost::marker_gap(ring.marks.gap_ns(budget));
                 ring.mark_newest();
                 cost::marked_because(why);
             }

@@ -132,7 +132,6 @@ dual_export! {
     fn cuStreamGetCtx / cuStreamGetCtx_ptsz (h: CUstream, pctx: *mut CUcontext) => stream_get_ctx
 }
 
-/// Common body of the write-value exports; `width` is 4 or 8.
 /// Spins the calling thread for `ns` of host time (a slow host's driver call, not a sleep: the
 /// thread stays busy as in a real driver call).
 fn spin_host_ns(ns: u64) {
@@ -145,6 +144,7 @@ fn spin_host_ns(ns: u64) {
     }
 }
 
+/// Common body of the write-value exports; `width` is 4 or 8.
 fn write_value(
     h: CUstream,
     addr: CUdeviceptr,
