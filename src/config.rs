@@ -363,8 +363,13 @@ impl Config {
             let warned = w.len();
             c.marker_gap_us =
                 number("CUDABLAME_MARKER_GAP_US", &v, 1, 1_000_000, 500, &mut w) as u64;
-            // A gap given is kept as given; a bad one falls back to the default, stretch and all.
+            // A gap given is kept as given; a bad one falls back to the default, stretch and all
+            // (and says so: "using 500" alone read as a gap kept at 500, found by a break-it
+            // helper).
             c.marker_gap_stretch = w.len() > warned;
+            if let Some(bad) = w.get_mut(warned) {
+                bad.push_str(" (the default: stretched where marker writes are slow)");
+            }
         }
         if let Some(v) = get("CUDABLAME_MARKER_WINDOW") {
             c.marker_window = number("CUDABLAME_MARKER_WINDOW", &v, 2, 4096, 32, &mut w) as u32;
@@ -597,6 +602,10 @@ mod tests {
         assert_eq!(
             (c.markers, c.marker_gap_us, c.marker_gap_stretch),
             (MarkerMode::Budget, 500, true)
+        );
+        assert!(
+            w[1].ends_with("using 500 (the default: stretched where marker writes are slow)"),
+            "{w:?}"
         );
         let (c, w) = parse(&[("CUDABLAME_MARKER_GAP_US", "250")]);
         assert!(w.is_empty(), "{w:?}");

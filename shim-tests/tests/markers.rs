@@ -140,6 +140,28 @@ fn a_host_whose_marker_writes_are_slow_marks_fewer_ops() {
 }
 
 #[test]
+fn a_markers_own_write_is_not_host_time_between_ops() {
+    // Each marker write spins 3 ms in the simulated driver, longer than any gap; 40 launches
+    // 50 µs of host time apart (about 100 with the sleep's overshoot). The write's time is
+    // cudablame's, so it does not count toward the next op's gap (it did: every op was then
+    // due, 40 of 40). By default: op 1 (first), the op past 500 µs, then the gap is 2 ms (the
+    // write's cost clipped): 2 to 4 gap markers in the run's few ms, and the newest op before
+    // the final synchronization. A loaded machine's longer sleeps add one per 2 ms.
+    for env in [
+        &[("FAKE_CUDA_MEMOP_HOST_US", "3000")][..],
+        // A configured gap of 2 ms, not stretched: the same bound.
+        &[
+            ("FAKE_CUDA_MEMOP_HOST_US", "3000"),
+            ("CUDABLAME_MARKER_GAP_US", "2000"),
+        ][..],
+    ] {
+        let (m, ops, _) = marked(&["gaps", "40", "50"], env);
+        assert_eq!(ops, 40);
+        assert!(m <= 12, "{env:?}: {m} of {ops} marked");
+    }
+}
+
+#[test]
 fn every_marks_each_op_and_off_none() {
     assert_eq!(
         marked(&["loop", "500"], &[("CUDABLAME_MARKERS", "every")]).0,

@@ -549,11 +549,11 @@ pub(crate) fn held_unwind() {
     }
 }
 
-/// The gap (ns) of the stream whose policy marker was written last, as its marker cost
+/// The gap (ns) of the stream whose budget marker was written last, as its marker cost
 /// stretched it (`policy::Marks::gap_ns`); 0: none yet. Kept only when measuring.
 static MARKER_GAP_NS: AtomicU64 = AtomicU64::new(0);
 
-/// Notes `gap_ns`, the marker gap of a stream that just wrote a marker the policy asked for,
+/// Notes `gap_ns`, the marker gap of a stream that just wrote a marker the budget asked for,
 /// for the stats line (`marker gap now G us`).
 #[inline]
 pub(crate) fn marker_gap(gap_ns: u64) {
@@ -639,8 +639,8 @@ impl Means {
 /// ns (M gaps)`: what recording costs the program's own work outside the hook), and what one
 /// tick reading costs (`one tick reading T ns`: each timed phase carries about one), and last
 /// the marker gap of the stream whose budget marker was written last (`marker gap now G us`:
-/// the configured gap, stretched by that stream's marker cost; 0: no marker by the policy
-/// yet). With `CUDABLAME_STATS=total` both parenthesised splits read `(phases not timed:
+/// the configured gap, stretched by that stream's marker cost; 0: no budget marker yet, and
+/// always under `every` or `off`). With `CUDABLAME_STATS=total` both parenthesised splits read `(phases not timed:
 /// CUDABLAME_STATS=total)`: C is then the hook's own time with only the real call's edges read.
 /// The integration tests and `scripts/bench.sh` read them.
 pub(crate) fn line() -> String {

@@ -208,22 +208,29 @@ fn mark_if_due_now(
         blocking_copy,
         || state.marker_value(),
     );
+    let budgeted = mode == config::MarkerMode::Budget;
+    // When the op's call is over for the budget: after its marker's write, whose host time is
+    // cudablame's, not the program's (found by a break-it helper: with writes longer than the
+    // gap every op was due).
+    let mut returned_ns = returned_ns;
     let marked = match due {
         Some(why) => {
             // The write's host time stretches the stream's gap on a host where driver calls
             // are slow (`policy::Marks::note_marker_cost`): two clock readings a budget
-            // marker, none under `every` or a configured gap, where nothing stretches.
-            let timed = mode == config::MarkerMode::Budget
-                && budget.max_gap_ns > budget.gap_ns
-                && why != policy::Why::First;
+            // marker (one where nothing stretches: a configured gap), none under `every`.
+            let timed = budgeted && budget.max_gap_ns > budget.gap_ns && why != policy::Why::First;
             let began = if timed { now_ns() } else { 0 };
             let taken = cost::marker_write(|| state.write_marker(driver, op.seq));
             if taken {
-                if timed {
-                    let took = now_ns().saturating_sub(began);
-                    ring.marks.note_marker_cost(took, budget);
+                if budgeted {
+                    let after = now_ns();
+                    if timed {
+                        ring.marks
+                            .note_marker_cost(after.saturating_sub(began), budget);
+                    }
+                    returned_ns = returned_ns.max(after);
+                    cost::marker_gap(ring.marks.gap_ns(budget));
                 }
-                cost::marker_gap(ring.marks.gap_ns(budget));
                 ring.mark_newest();
                 cost::marked_because(why);
             }
