@@ -456,6 +456,14 @@ fn summary_names_the_first_failing_rank() {
         "{}",
         stdout(&o)
     );
+    // A report named twice, and again through its folder, is one report.
+    let o = cli(&["summary", &files[0], &files[0], &files[1], s(&dir)], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("2 reports, world size 3, job 977"),
+        "{}",
+        stdout(&o)
+    );
 
     // No report at all: exit 1.
     let empty = fresh_dir("summary-empty");

@@ -69,6 +69,12 @@ pub fn summary(args: SummaryArgs) -> ExitCode {
     for (path, why) in &skipped.named {
         eprintln!("cudablame summary: skipped {}: {why}", path.display());
     }
+    // One report however often it is named (a file and its folder, or a file twice): counted
+    // twice, a rank was both its own first failure and its own secondary (found by a break-it
+    // helper).
+    let mut seen = std::collections::HashSet::new();
+    found
+        .retain(|f| seen.insert(std::fs::canonicalize(&f.path).unwrap_or_else(|_| f.path.clone())));
     if found.is_empty() {
         let places = args
             .paths
