@@ -124,9 +124,6 @@ pub(crate) struct Marks {
     /// Running mean (weight 1/8) of the host time (ns) the stream's budget markers took, each
     /// clipped so that it stretches the gap to at most [`Budget::max_gap_ns`]; 0: none yet.
     pub(crate) marker_ns: u64,
-    /// The gap that `marker_ns` asks for, [`HOST_SHARE_INV`] times it, at most
-    /// [`Budget::max_gap_ns`] (0 until a marker's cost is known).
-    pub(crate) stretched_ns: u64,
 }
 
 impl Marks {
@@ -140,10 +137,13 @@ impl Marks {
     }
 
     /// The host time after the last marker from which the next op is marked under `budget`:
-    /// the configured gap, stretched to [`HOST_SHARE_INV`] times this stream's marker cost.
+    /// the configured gap, stretched to [`HOST_SHARE_INV`] times this stream's marker cost, at
+    /// most [`Budget::max_gap_ns`].
     #[inline(always)]
     pub(crate) fn gap_ns(&self, budget: &Budget) -> u64 {
-        budget.gap_ns.max(self.stretched_ns)
+        (self.marker_ns * HOST_SHARE_INV)
+            .min(budget.max_gap_ns)
+            .max(budget.gap_ns)
     }
 
     /// The same when the stream is idle (the last marker, right behind the previous op, was
@@ -155,9 +155,9 @@ impl Marks {
     }
 
     /// Notes that a marker the budget asked for took `ns` of the launching thread's time (its
-    /// write call): the running mean, and the gap it asks for under `budget`. Markers of a
-    /// stream's first op (the driver may set up stream memory operations then) and markers
-    /// before a wait (`record::sync`, not the budget's) are not noted.
+    /// write call), in the running mean, clipped under `budget`. Markers of a stream's first op
+    /// (the driver may set up stream memory operations then) and markers before a wait
+    /// (`record::sync`, not the budget's) are not noted.
     pub(crate) fn note_marker_cost(&mut self, ns: u64, budget: &Budget) {
         let sample = ns.min(budget.max_gap_ns / HOST_SHARE_INV);
         self.marker_ns = if self.marker_ns == 0 {
@@ -165,7 +165,6 @@ impl Marks {
         } else {
             (self.marker_ns * 7 + sample) / 8
         };
-        self.stretched_ns = (self.marker_ns * HOST_SHARE_INV).min(budget.max_gap_ns);
     }
 
     /// Host time outside recorded calls since the last marker for an op whose call began at
@@ -229,7 +228,7 @@ pub(crate) enum Why {
     Count,
     /// A blocking copy that proves nothing.
     Copy,
-    /// [`Budget::gap_ns`] passed since the stream's last marker (or the clock stepped back).
+    /// [`Marks::gap_ns`] passed since the stream's last marker (or the clock stepped back).
     Gap,
     /// The stream was idle and [`Marks::idle_gap_ns`] passed.
     Idle,
