@@ -264,13 +264,13 @@ fn show_refuses_huge_and_empty_files_and_reads_several_and_stdin() {
 
 #[test]
 fn summary_says_where_it_found_nothing_and_names_unusable_reports() {
+    // A path that does not exist: said once (it was also "no reports found in" it).
     let missing = scratch().join("no-such-dir");
     let o = cli(&["summary", s(&missing)]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        err(&o).contains(&format!("no reports found in {}", missing.display())),
-        "{}",
-        err(&o)
+    assert_eq!(
+        err(&o).trim_end(),
+        format!("cudablame summary: {} does not exist", missing.display())
     );
     let empty = fresh("summary-empty");
     let o = cli(&["summary", s(&empty)]);
@@ -304,6 +304,17 @@ fn summary_says_where_it_found_nothing_and_names_unusable_reports() {
         "{e}"
     );
     assert!(!e.contains("trace.json"), "{e}");
+
+    // `-`: one report from standard input, as `show` reads it.
+    let mut cmd = command(&cudablame(), &["summary", "-"]);
+    cmd.stdin(std::fs::File::open(dir.join("good.json")).unwrap());
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        out(&o).starts_with("cudablame summary: 1 report"),
+        "{}",
+        out(&o)
+    );
 }
 
 /// Copies the command alone to `dir/bin/` (it carries the library: crates/cli/build.rs).
@@ -997,4 +1008,34 @@ fn the_jupyter_kernel_keeps_the_users_preload() {
         format!("{}:libm.so.6", s(&canonical)),
         "{spec}"
     );
+}
+
+#[test]
+fn a_report_folder_that_is_a_file_is_named_as_one_by_run_and_demo() {
+    let dir = fresh("report-folder-is-a-file");
+    let file = dir.join("plain");
+    std::fs::write(&file, "not a folder").unwrap();
+    let said = format!(
+        "{} is a file, so the folder {} cannot be made",
+        file.display(),
+        file.join("sub").display()
+    );
+    // `demo` was "cannot make ...: File exists (os error 17)" (found by a break-it helper).
+    let o = cli(&["demo", "--simulated", "--report-dir", s(&file.join("sub"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains(&said), "{}", err(&o));
+    let pattern = file.join("sub/r-%p.json");
+    let o = cli(&[
+        "run",
+        "--report",
+        s(&pattern),
+        "--",
+        "sh",
+        "-c",
+        "echo PROGRAM-RAN",
+    ]);
+    assert!(!out(&o).contains("PROGRAM-RAN"), "{}", out(&o));
+    assert!(err(&o).contains(&said), "{}", err(&o));
+    // The file is untouched.
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a folder");
 }

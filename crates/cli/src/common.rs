@@ -34,6 +34,25 @@ pub fn pattern_dir(pattern: &str) -> Option<std::path::PathBuf> {
         .map(std::path::Path::to_path_buf)
 }
 
+/// Makes the folder `dir` and the folders above it; the error is one line naming it. A part of
+/// its path that exists and is not a folder is named as such (`create_dir_all` says only "File
+/// exists": found by a break-it helper with `demo --report-dir /etc/passwd`).
+pub fn make_folder(dir: &std::path::Path) -> Result<(), String> {
+    if let Some(file) = dir
+        .ancestors()
+        .filter(|a| !a.as_os_str().is_empty())
+        .find(|a| a.exists() && !a.is_dir())
+    {
+        return Err(format!(
+            "{} is a file, so the folder {} cannot be made",
+            file.display(),
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot make the folder {}: {e}", dir.display()))
+}
+
 /// The one wording of `show` and `summary` for a report of another `cudablame.report/N` schema
 /// than this command reads (`cudablame_report::model::SCHEMA`); `None` when `schema` is not
 /// cudablame's at all.

@@ -159,8 +159,8 @@ pub fn demo(args: DemoArgs) -> ExitCode {
     if let Some(dir) =
         folder.filter(|d| !off && !d.as_os_str().is_empty() && !d.to_string_lossy().contains('%'))
     {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            eprintln!("cudablame demo: cannot make {}: {e}", dir.display());
+        if let Err(e) = crate::common::make_folder(dir) {
+            eprintln!("cudablame demo: {e}");
             return ExitCode::from(2);
         }
     }

@@ -104,20 +104,7 @@ pub(crate) fn given_report_problem(p: &str) -> Option<String> {
 /// [`check_report_folder`]'s folder part: the folder can be made and a file created in it.
 fn check_folder(pattern: &str) -> Result<(), String> {
     let dir = crate::common::pattern_dir(pattern).unwrap_or_else(|| ".".into());
-    // A component that exists and is not a folder: create_dir_all would say "File exists".
-    if let Some(file) = dir
-        .ancestors()
-        .filter(|a| !a.as_os_str().is_empty())
-        .find(|a| a.exists() && !a.is_dir())
-    {
-        return Err(format!(
-            "{} is a file, so the folder {} cannot be made",
-            file.display(),
-            dir.display()
-        ));
-    }
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("cannot make the folder {}: {e}", dir.display()))?;
+    crate::common::make_folder(&dir)?;
     tempfile::Builder::new()
         .prefix(".cudablame-probe-")
         .tempfile_in(&dir)

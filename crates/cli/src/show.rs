@@ -72,9 +72,15 @@ fn load(path: &Path) -> Result<Loaded, String> {
     parse_named(&bytes, &path.display().to_string())
 }
 
-/// One report file for `summary`: a trace is an error there (named, not shown).
+/// One report file for `summary` (`-`: standard input, as for `show`): a trace is an error
+/// there (named, not shown).
 pub fn load_report(path: &Path) -> Result<Report, String> {
-    match load(path)? {
+    let loaded = if path.as_os_str() == "-" {
+        load_stdin()?
+    } else {
+        load(path)?
+    };
+    match loaded {
         Loaded::Report(r) => Ok(*r),
         Loaded::Trace => Err(format!("{} is a trace, not a report", path.display())),
     }

@@ -37,7 +37,7 @@ pub const NO_REPORT: &str = "no CUDA error reported (check its log: NCCL watchdo
 
 #[derive(clap::Args)]
 pub struct SummaryArgs {
-    /// Report files, or directories holding them
+    /// Report files, or directories holding them; `-` reads one report from standard input
     #[arg(required = true, value_name = "DIR_OR_FILE")]
     paths: Vec<PathBuf>,
 }
@@ -51,10 +51,14 @@ struct Found {
 pub fn summary(args: SummaryArgs) -> ExitCode {
     let mut found = Vec::new();
     let mut skipped = Skipped::default();
+    // The folders scanned, named when none held a report (a missing or unreadable file has
+    // said so already: one line, found by a break-it helper).
+    let mut scanned = Vec::new();
     for p in &args.paths {
         if p.is_dir() {
             scan(p, &mut found, &mut skipped);
-        } else if !p.exists() {
+            scanned.push(p.display().to_string());
+        } else if !p.exists() && p.as_os_str() != "-" {
             eprintln!("cudablame summary: {} does not exist", p.display());
         } else {
             match show::load_report(p) {
@@ -76,12 +80,10 @@ pub fn summary(args: SummaryArgs) -> ExitCode {
     found
         .retain(|f| seen.insert(std::fs::canonicalize(&f.path).unwrap_or_else(|_| f.path.clone())));
     if found.is_empty() {
-        let places = args
-            .paths
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
+        if scanned.is_empty() {
+            return ExitCode::from(1);
+        }
+        let places = scanned.join(", ");
         let others = if skipped.other > 0 {
             format!(
                 " ({} other JSON file{} skipped: traces or not cudablame's)",
