@@ -162,11 +162,11 @@ fn every_variable_with_bad_values_gets_one_line_and_changes_nothing() {
         }
         let r = run_env(&dir, &[OsStr::new("oob")], true, &env, |_| {});
         let label = format!("{var}={value:?}");
-        assert_eq!(r.ending, plain.ending, "{label}: {}", r.stderr);
-        assert_eq!(
-            stable_lines(&r.stdout),
-            stable_lines(&plain.stdout),
-            "{label}"
+        assert_same_run(
+            &label,
+            (&plain.ending, &plain.stdout),
+            (&r.ending, &r.stdout),
+            &r.stderr,
         );
         let about: Vec<&str> = said(&r.stderr)
             .into_iter()
@@ -244,8 +244,12 @@ fn unwritable_report_paths_get_one_line() {
                 &[(var, os(path))],
                 |_| {},
             );
-            assert_eq!(r.ending, plain.ending, "{label} {var}");
-            assert_eq!(stable_lines(&r.stdout), stable_lines(&plain.stdout));
+            assert_same_run(
+                &format!("{label} {var}"),
+                (&plain.ending, &plain.stdout),
+                (&r.ending, &r.stdout),
+                &r.stderr,
+            );
             let lines: Vec<&str> = said(&r.stderr)
                 .into_iter()
                 .filter(|l| l.contains("cannot write"))
@@ -365,11 +369,11 @@ fn dev_null_as_the_report_path_writes_no_file() {
             &[(var, os("/dev/null"))],
             |_| {},
         );
-        assert_eq!(r.ending, plain.ending, "{var}");
-        assert_eq!(
-            stable_lines(&r.stdout),
-            stable_lines(&plain.stdout),
-            "{var}"
+        assert_same_run(
+            var,
+            (&plain.ending, &plain.stdout),
+            (&r.ending, &r.stdout),
+            &r.stderr,
         );
         assert!(said(&r.stderr).is_empty(), "{var}: {}", r.stderr);
         assert!(!r.stderr.contains("/dev/null"), "{var}: {}", r.stderr);
@@ -615,8 +619,12 @@ fn odd_bytes_in_argv() {
         &[("CUDABLAME_REPORT", os("argv.json"))],
         |_| {},
     );
-    assert_eq!(r.ending, plain.ending);
-    assert_eq!(stable_lines(&r.stdout), stable_lines(&plain.stdout));
+    assert_same_run(
+        "argv",
+        (&plain.ending, &plain.stdout),
+        (&r.ending, &r.stdout),
+        &r.stderr,
+    );
     let rep: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("argv.json")).unwrap()).unwrap();
     let argv: Vec<&str> = rep["process"]["argv"]

@@ -107,16 +107,11 @@ fn same_as_without(name: &str, program: &Path, args: &[&str]) -> Outcome {
         shim_preload(),
         &[],
     );
-    assert_eq!(
-        plain.ending, shimmed.ending,
-        "{name}: {}\n{}",
-        shimmed.stdout, shimmed.stderr
-    );
-    assert_eq!(
-        stable_lines(&plain.stdout),
-        stable_lines(&shimmed.stdout),
-        "{name}\n{}",
-        shimmed.stderr
+    assert_same_run(
+        name,
+        (&plain.ending, &plain.stdout),
+        (&shimmed.ending, &shimmed.stdout),
+        &shimmed.stderr,
     );
     assert!(plain.reports.is_empty());
     shimmed
@@ -287,11 +282,11 @@ fn a_second_interposer_that_also_wraps_dlsym() {
                 Some(preload),
                 &[],
             );
-            assert_eq!(r.ending, plain.ending, "{label}: {}", r.stderr);
-            assert_eq!(
-                stable_lines(&r.stdout),
-                stable_lines(&plain.stdout),
-                "{label}"
+            assert_same_run(
+                &label,
+                (&plain.ending, &plain.stdout),
+                (&r.ending, &r.stdout),
+                &r.stderr,
             );
             if order == "other-first" && !linked_program {
                 // The other interposer forwards the program's dlsym to glibc's by version
@@ -404,11 +399,11 @@ fn two_copies_of_cudablame_preloaded() {
         let preload = format!("{}:{}", shim().display(), copy.display());
         let r = run_in(&scratch().join("copies"), program, args, Some(preload), &[]);
         let label = format!("{args:?}");
-        assert_eq!(r.ending, plain.ending, "{label}: {}", r.stderr);
-        assert_eq!(
-            stable_lines(&r.stdout),
-            stable_lines(&plain.stdout),
-            "{label}"
+        assert_same_run(
+            &label,
+            (&plain.ending, &plain.stdout),
+            (&r.ending, &r.stdout),
+            &r.stderr,
         );
         assert_eq!(r.reports.len(), 1, "{label}: {}", r.stderr);
         assert_eq!(

@@ -352,6 +352,20 @@ pub fn ending(status: &std::process::ExitStatus) -> String {
     }
 }
 
+/// Asserts that a run under cudablame ended as the run without it did and printed the same
+/// stdout, lines that differ between runs by nature aside ([`stable_lines`]); `label` names the
+/// case, `detail` (the shimmed run's stderr, say) is shown on failure. Each side is (ending,
+/// stdout), as [`ending`] writes it.
+#[track_caller]
+pub fn assert_same_run(label: &str, plain: (&str, &str), shimmed: (&str, &str), detail: &str) {
+    assert_eq!(plain.0, shimmed.0, "{label}: ending\n{detail}");
+    assert_eq!(
+        stable_lines(plain.1),
+        stable_lines(shimmed.1),
+        "{label}: stdout\n{detail}"
+    );
+}
+
 /// The lines of `text` without those that differ between runs of one program by nature (pids,
 /// thread ids, stream addresses).
 pub fn stable_lines(text: &str) -> Vec<String> {
