@@ -102,15 +102,29 @@ pub(crate) const SITE_BYTES_MAX: usize = 8 << 20;
 /// per site and never freed (4,096 sites of 16 frames at most: 1 MiB).
 type Path = &'static [(u32, u64)];
 
+/// Native paths kept per key at most: a key's launches by a further path copy their own stack
+/// each ([`OTHER_PATHS`]). One kernel launched from one Python line, or from one C++ helper at
+/// one stack depth, by two or three native paths (a helper called from two places at the same
+/// depth, a lambda inlined at two call sites) gets a site per path. Fewer than [`WAYS`]: a
+/// key's sites and its [`NO_MORE_PATHS`] entry fit in its set of a thread's recent sites.
+const PATHS_PER_KEY: usize = WAYS - 1;
+
 #[derive(Default)]
 struct Table {
+    /// A key's first site; the others of its native paths follow it in [`Table::next`].
     index: HashMap<SiteKey, u32>,
     copies: Vec<StackCopy>,
     paths: Vec<Path>,
+    /// Per site, the next site of the same key (another native path; [`NO_NEXT`]: none).
+    next: Vec<u32>,
     bytes: usize,
 }
 
-/// Launches from a known site that took another native path (each copied its own stack).
+/// [`Table::next`] of a key's last site.
+const NO_NEXT: u32 = u32::MAX;
+
+/// Launches from a known key that took none of its sites' native paths, past
+/// [`PATHS_PER_KEY`] or the table's bounds (each copied its own stack).
 static OTHER_PATHS: AtomicUsize = AtomicUsize::new(0);
 
 /// Launches that missed their thread's recent sites and took the table's lock
@@ -164,7 +178,8 @@ const RECENT: usize = SETS * WAYS;
 struct Recent {
     key: SiteKey,
     generation: u32,
-    /// Site index plus one (0: empty; [`NO_SITE`]: none can be made).
+    /// Site index plus one (0: empty; [`NO_SITE`]: none can be made; [`NO_MORE_PATHS`]: the
+    /// key's sites are all made and a launch by none of their paths copies its own).
     site: u32,
     path: Path,
 }
@@ -227,21 +242,42 @@ pub(crate) fn site_of(
 ) -> Option<Found> {
     let generation = GENERATION.load(Ordering::Relaxed);
     let slot = slot_of(&key);
-    let hit = RECENT_SITES.with(|r| {
+    // The set's entries of this key, newest first: a site whose path this launch took wins
+    // (a key may have a site per native path); else what the key is known to make.
+    let seen = RECENT_SITES.with(|r| {
         let r = r.borrow();
-        (r[slot * WAYS..(slot + 1) * WAYS].iter())
-            .find(|s| s.site != 0 && s.key == key && s.generation == generation)
-            .map(|s| (s.site, s.path))
+        let mut seen = Seen::Unknown;
+        for e in &r[slot * WAYS..(slot + 1) * WAYS] {
+            if e.site == 0 || e.key != key || e.generation != generation {
+                continue;
+            }
+            match e.site {
+                NO_SITE => return Seen::NoSite,
+                NO_MORE_PATHS => seen = Seen::NoMorePaths,
+                site if same_path(entry, e.path, bounds) => return Seen::Site(site - 1),
+                _ => {}
+            }
+        }
+        seen
     });
-    match hit {
-        Some(Some((NO_SITE, _))) => None,
-        Some(Some((site, path))) if same_path(entry, path, bounds) => Some(Found {
-            site: site - 1,
-            copied: 0,
-        }),
-        Some(Some(_)) => other_path(),
+    match seen {
+        Some(Seen::Site(site)) => Some(Found { site, copied: 0 }),
+        Some(Seen::NoSite) => None,
+        Some(Seen::NoMorePaths) => other_path(),
         _ => site_uncached(key, entry, bytes, bounds, generation, slot),
     }
+}
+
+/// What a thread's recent sites say of a launch's key ([`site_of`]).
+enum Seen {
+    /// Not there, or only sites of other native paths: the table decides.
+    Unknown,
+    /// This launch's site (its index).
+    Site(u32),
+    /// The key makes no site on this thread ([`NO_SITE`]).
+    NoSite,
+    /// The key has all the sites it may have, none of this path's ([`NO_MORE_PATHS`]).
+    NoMorePaths,
 }
 
 /// A recent-sites entry for a key that can make no site on this thread for good (the table
@@ -252,18 +288,28 @@ pub(crate) fn site_of(
 /// tried again.
 const NO_SITE: u32 = u32::MAX;
 
-/// Remembers that `key` makes no site on this thread ([`NO_SITE`]); returns `None`.
+/// A recent-sites entry for a key whose sites are all made ([`PATHS_PER_KEY`] or the table's
+/// bounds) when a launch took none of their paths: such launches copy their own stack without
+/// taking the table's lock each time; launches by the key's known paths still find their sites
+/// (an entry of the set, else the table).
+const NO_MORE_PATHS: u32 = u32::MAX - 1;
+
+/// Remembers that `key` makes no site on this thread ([`NO_SITE`]), or no further site
+/// ([`NO_MORE_PATHS`]: `more_paths`, where the key has sites); returns `None`.
 #[cold]
-fn no_site(key: SiteKey, generation: u32, slot: usize) -> Option<Found> {
+fn no_site(key: SiteKey, generation: u32, slot: usize, more_paths: bool) -> Option<Found> {
     remember(
         slot,
         Recent {
             key,
             generation,
-            site: NO_SITE,
+            site: if more_paths { NO_MORE_PATHS } else { NO_SITE },
             path: &[],
         },
     );
+    if more_paths {
+        return other_path();
+    }
     None
 }
 
@@ -286,8 +332,9 @@ fn other_path() -> Option<Found> {
     None
 }
 
-/// [`site_of`] past the thread's cache: the table's lock, and a new copy on a site's first
-/// launch. Cold: once per site and thread.
+/// [`site_of`] past the thread's cache: the table's lock, the key's sites checked against this
+/// launch's path, and a new copy on a path's first launch (a new key, or another native path of
+/// a known one while it has fewer than [`PATHS_PER_KEY`]). Cold: once per site and thread.
 #[cold]
 #[inline(never)]
 fn site_uncached(
@@ -299,66 +346,87 @@ fn site_uncached(
     slot: usize,
 ) -> Option<Found> {
     UNCACHED.fetch_add(1, Ordering::Relaxed);
-    let mut copied = 0;
-    let (site, path) = {
-        let mut t = TABLE.get().lock();
-        match t.index.get(&key).copied() {
-            Some(site) => (site, t.paths[site as usize]),
-            None => {
-                let bytes = bytes();
-                // Unknown stack bounds, or a stack pointer outside them (a signal stack): no
-                // copy to take, so no site (found by review: an empty site's launches were
-                // marked as sharing it).
-                let (lo, hi) = bounds;
-                if t.copies.len() >= SITES_MAX
-                    || t.bytes + bytes > SITE_BYTES_MAX
-                    || lo == 0
-                    || !(lo..hi).contains(&entry.rsp)
-                    || entry.rsp - lo < NEW_SITE_STACK_ROOM
-                {
-                    drop(t);
-                    return no_site(key, generation, slot);
-                }
-                // The unwind below must know every module loaded now (found by a fourth review:
-                // a site made within `RESCAN_NS` of a library's load unwound its copy without
-                // that library's rules, found one or two slots, and passed launches by other
-                // native paths, whose report then unwound the copy in full with the new list).
-                let epoch = super::unwind::unload_epoch();
-                if !super::unwind::module_list_current(crate::clock::now_ns()) {
-                    return None;
-                }
-                let mut copy = StackCopy::new(bytes);
-                copy.fill(0, entry);
-                // One unwind of the new copy, on the launching thread: once per site.
-                let depth = crate::config::get().stack_depth;
-                // No frame past the entry point's, or a frame whose return address was not
-                // found in the copy: nothing to check a later launch against (an empty path
-                // passes every launch; found by a fourth review). With the module list current,
-                // the same key (the same depth, so the same frames) fares the same next time:
-                // remembered, else its every launch would take the lock and unwind again (a
-                // fifth review); but not when a `dlclose` began meanwhile (the unwind then found
-                // no module list): that key is tried again.
-                let slots = copy.return_slots(depth).filter(|s| !s.is_empty());
-                let Some(mut slots) = slots else {
-                    drop(t);
-                    if super::unwind::unload_epoch() != epoch {
-                        return None;
-                    }
-                    return no_site(key, generation, slot);
-                };
-                slots.sort_unstable_by_key(|&(at, _)| at); // `same_path` bounds the last
-                let path: Path = Box::leak(slots.into_boxed_slice());
-                let site = t.copies.len() as u32;
-                t.copies.push(copy);
-                t.paths.push(path);
-                t.bytes += bytes;
-                copied = bytes;
-                t.index.insert(key, site);
-                SITES.store(t.copies.len(), Ordering::Relaxed);
-                (site, path)
-            }
+    let mut t = TABLE.get().lock();
+    // The key's sites, first to last: this launch's if it took one's path.
+    let (mut last, mut paths) = (NO_NEXT, 0);
+    let mut at = t.index.get(&key).copied().unwrap_or(NO_NEXT);
+    while at != NO_NEXT {
+        let path = t.paths[at as usize];
+        if same_path(entry, path, bounds) {
+            drop(t);
+            return Some(found(key, generation, slot, at, path, 0));
         }
+        (last, paths) = (at, paths + 1);
+        at = t.next[at as usize];
+    }
+    let more_paths = paths > 0;
+    let bytes = bytes();
+    // Unknown stack bounds, or a stack pointer outside them (a signal stack): no copy to take,
+    // so no site (found by review: an empty site's launches were marked as sharing it).
+    let (lo, hi) = bounds;
+    if paths >= PATHS_PER_KEY
+        || t.copies.len() >= SITES_MAX
+        || t.bytes + bytes > SITE_BYTES_MAX
+        || lo == 0
+        || !(lo..hi).contains(&entry.rsp)
+        || entry.rsp - lo < NEW_SITE_STACK_ROOM
+    {
+        drop(t);
+        return no_site(key, generation, slot, more_paths);
+    }
+    // The unwind below must know every module loaded now (found by a fourth review: a site made
+    // within `RESCAN_NS` of a library's load unwound its copy without that library's rules,
+    // found one or two slots, and passed launches by other native paths, whose report then
+    // unwound the copy in full with the new list).
+    let epoch = super::unwind::unload_epoch();
+    if !super::unwind::module_list_current(crate::clock::now_ns()) {
+        return None;
+    }
+    let mut copy = StackCopy::new(bytes);
+    copy.fill(0, entry);
+    // One unwind of the new copy, on the launching thread: once per site.
+    let depth = crate::config::get().stack_depth;
+    // No frame past the entry point's, or a frame whose return address was not found in the
+    // copy: nothing to check a later launch against (an empty path passes every launch; found by
+    // a fourth review). With the module list current, the same key (the same depth, so the same
+    // frames) fares the same next time: remembered, else its every launch would take the lock
+    // and unwind again (a fifth review); but not when a `dlclose` began meanwhile (the unwind
+    // then found no module list): that key is tried again.
+    let slots = copy.return_slots(depth).filter(|s| !s.is_empty());
+    let Some(mut slots) = slots else {
+        drop(t);
+        if super::unwind::unload_epoch() != epoch {
+            return None;
+        }
+        return no_site(key, generation, slot, more_paths);
     };
+    slots.sort_unstable_by_key(|&(at, _)| at); // `same_path` bounds the last
+    let path: Path = Box::leak(slots.into_boxed_slice());
+    let site = t.copies.len() as u32;
+    t.copies.push(copy);
+    t.paths.push(path);
+    t.next.push(NO_NEXT);
+    t.bytes += bytes;
+    if last == NO_NEXT {
+        t.index.insert(key, site);
+    } else {
+        t.next[last as usize] = site;
+    }
+    SITES.store(t.copies.len(), Ordering::Relaxed);
+    drop(t);
+    Some(found(key, generation, slot, site, path, bytes))
+}
+
+/// Remembers `site` (of `key`, by `path`) first in its set of this thread's recent sites;
+/// returns it with the bytes copied now.
+fn found(
+    key: SiteKey,
+    generation: u32,
+    slot: usize,
+    site: u32,
+    path: Path,
+    copied: usize,
+) -> Found {
     remember(
         slot,
         Recent {
@@ -368,10 +436,7 @@ fn site_uncached(
             path,
         },
     );
-    if copied == 0 && !same_path(entry, path, bounds) {
-        return other_path();
-    }
-    Some(Found { site, copied })
+    Found { site, copied }
 }
 
 /// Report time: the native stack of site `site` (its copy unwound, `depth` frames), empty if
@@ -506,21 +571,101 @@ mod tests {
 
     /// A launch with a site's key but through other native frames is not given the site's
     /// stack (found by review: one Python line reaching one kernel by two native paths showed
-    /// the first path for both): it copies its own, whether its thread's cache or the table
-    /// knows the site; and the first path still shares it.
+    /// the first path for both): it gets a site of its own, copied once and shared by that
+    /// path's later launches, whether its thread's cache or the table knows the sites; and the
+    /// first path still shares the first. (Each launch by the second path copied its own 8 KiB
+    /// before: a C++ loop whose one launch line was reached from two call sites at one depth
+    /// spent half its launches copying, twenty-second session.)
     #[test]
     #[cfg(target_arch = "x86_64")]
-    fn a_launch_by_another_native_path_does_not_share_the_site() {
+    fn a_launch_by_another_native_path_gets_its_own_site() {
         let _serial = super::super::unwind::TEST_LOCK.lock();
         let k = key(0x5151_0003, 0xabd0);
-        let (_, others, _) = count();
+        let (sites, others, _) = count();
         // One call site for all (the frames above it are part of the path).
         let paths: [fn(SiteKey) -> Option<u32>; 3] =
             [outer_launch, another_outer_launch, outer_launch];
         let got: Vec<Vec<Option<u32>>> = paths.iter().map(|&f| launches(3, f, k)).collect();
         let a = got[0][0].expect("a site");
-        assert_eq!(got, vec![vec![Some(a); 3], vec![None; 3], vec![Some(a); 3]]);
-        assert_eq!(count().1, others + 3);
+        let b = got[1][0].expect("the second path's site");
+        assert_ne!(a, b);
+        assert_eq!(
+            got,
+            vec![vec![Some(a); 3], vec![Some(b); 3], vec![Some(a); 3]]
+        );
+        assert_eq!(count().0, sites + 2, "one copy per path");
+        assert_eq!(count().1, others, "no launch copied its own stack");
+        // Each site's copy is its own path's.
+        let names = super::super::test_function_names(&unwind(b, 16));
+        assert!(
+            names.iter().any(|n| n.contains("another_outer_launch")),
+            "{names:?}"
+        );
+    }
+
+    /// A launch through `via::<N>` (a function of its own per `N`, with an N-byte frame).
+    #[inline(never)]
+    fn via<const N: usize>(k: SiteKey) -> Option<u32> {
+        let mut pad = [0u8; N];
+        std::hint::black_box(&mut pad);
+        let site = launch_from_here(k);
+        std::hint::black_box(&site);
+        site
+    }
+
+    /// Launches of `k` through each of `paths` in turn, `rounds` times, from one call site (the
+    /// frames above a launch are part of its path); the third round after forgetting this
+    /// thread's recent sites (from the table).
+    #[inline(never)]
+    fn rounds(
+        paths: &[fn(SiteKey) -> Option<u32>],
+        k: SiteKey,
+        rounds: usize,
+    ) -> Vec<Vec<Option<u32>>> {
+        // Every bound opaque: a loop the compiler can peel or unroll makes a launch of each
+        // round or element a call site of its own (see `launches`).
+        let mut got = Vec::new();
+        for r in 0..std::hint::black_box(rounds) {
+            if r == std::hint::black_box(2) {
+                forget_recent();
+            }
+            let mut row = Vec::new();
+            for f in &paths[..std::hint::black_box(paths.len())] {
+                row.push(f(k));
+            }
+            got.push(row);
+        }
+        got
+    }
+
+    /// A key keeps at most `PATHS_PER_KEY` sites: a launch by a further path copies its own
+    /// stack (counted), without taking the table's lock again on that thread, and the known
+    /// paths keep their sites.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_key_keeps_a_bounded_number_of_paths() {
+        let _serial = super::super::unwind::TEST_LOCK.lock();
+        let k = key(0x5151_0005, 0xabd8);
+        forget_recent();
+        let (sites, others, _) = count();
+        let paths: [fn(SiteKey) -> Option<u32>; 5] =
+            [via::<8>, via::<24>, via::<40>, via::<56>, via::<72>];
+        assert_eq!(PATHS_PER_KEY, 3, "the paths below");
+        let got = rounds(&paths, k, 3);
+        let known: Vec<u32> = got[0][..3].iter().map(|s| s.expect("a site")).collect();
+        assert_eq!(
+            known.iter().collect::<std::collections::HashSet<_>>().len(),
+            3
+        );
+        assert_eq!(count().0, sites + 3);
+        // Every round alike: from the thread's cache (the further paths remembered as past the
+        // key's sites), and after forgetting it, from the table.
+        for row in &got {
+            assert_eq!(&row[..3], &got[0][..3]);
+            assert_eq!(&row[3..], &[None, None]);
+        }
+        assert_eq!(count().0, sites + 3);
+        assert_eq!(count().1, others + 6);
     }
 
     /// A site made while the module list is unavailable (a `dlclose` in progress on another
@@ -539,13 +684,23 @@ mod tests {
                 "{names:?}"
             );
         }
-        outer_launch(k).expect("a site, made once the module list is back");
+        let a = outer_launch(k).expect("a site, made once the module list is back");
         forget_recent();
-        assert_eq!(
-            another_outer_launch(k),
-            None,
-            "another path must copy its own stack"
-        );
+        assert_other_paths_own(k, a);
+    }
+
+    /// A launch of key `k` by another path than site `a`'s is not given `a`: it gets a site of
+    /// its own, whose copy shows its path, or copies its own stack.
+    fn assert_other_paths_own(k: SiteKey, a: u32) {
+        let other = another_outer_launch(k);
+        assert_ne!(other, Some(a), "another path was given the site's stack");
+        if let Some(b) = other {
+            let names = super::super::test_function_names(&unwind(b, 16));
+            assert!(
+                names.iter().any(|n| n.contains("another_outer_launch")),
+                "{names:?}"
+            );
+        }
     }
 
     /// A site made while the module list does not know the launching code (a library loaded
@@ -570,11 +725,7 @@ mod tests {
             "{names:?}"
         );
         forget_recent();
-        let other = another_outer_launch(k);
-        assert_eq!(
-            other, None,
-            "another path was given the site's stack, which shows outer_launch: {names:?}"
-        );
+        assert_other_paths_own(k, a);
     }
 
     /// A key that can make no site on this thread (here: the stack pointer outside the
