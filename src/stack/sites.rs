@@ -246,19 +246,26 @@ pub(crate) fn site_of(
     // (a key may have a site per native path); else what the key is known to make.
     let seen = RECENT_SITES.with(|r| {
         let r = r.borrow();
-        let mut seen = Seen::Unknown;
+        // The key's sites in the set, and how many it had when its paths ran out.
+        let (mut sites, mut had) = (0, None);
         for e in &r[slot * WAYS..(slot + 1) * WAYS] {
             if e.site == 0 || e.key != key || e.generation != generation {
                 continue;
             }
             match e.site {
                 NO_SITE => return Seen::NoSite,
-                NO_MORE_PATHS => seen = Seen::NoMorePaths,
+                s if s >= NO_MORE_PATHS => had = Some(s - NO_MORE_PATHS),
                 site if same_path(entry, e.path, bounds) => return Seen::Site(site - 1),
-                _ => {}
+                _ => sites += 1,
             }
         }
-        seen
+        // Only with all of those sites here: one of them may be this launch's, out of the set
+        // (found by review: a thread's first launch of a key by a fourth path hid the three
+        // known paths' sites from that thread for good).
+        match had {
+            Some(n) if sites >= n => Seen::NoMorePaths,
+            _ => Seen::Unknown,
+        }
     });
     match seen {
         Some(Seen::Site(site)) => Some(Found { site, copied: 0 }),
@@ -276,7 +283,8 @@ enum Seen {
     Site(u32),
     /// The key makes no site on this thread ([`NO_SITE`]).
     NoSite,
-    /// The key has all the sites it may have, none of this path's ([`NO_MORE_PATHS`]).
+    /// The key has all the sites it may have, none of this path's, and all of them are in the
+    /// set ([`NO_MORE_PATHS`]).
     NoMorePaths,
 }
 
@@ -289,25 +297,30 @@ enum Seen {
 const NO_SITE: u32 = u32::MAX;
 
 /// A recent-sites entry for a key whose sites are all made ([`PATHS_PER_KEY`] or the table's
-/// bounds) when a launch took none of their paths: such launches copy their own stack without
-/// taking the table's lock each time; launches by the key's known paths still find their sites
-/// (an entry of the set, else the table).
-const NO_MORE_PATHS: u32 = u32::MAX - 1;
+/// bounds) when a launch took none of their paths, plus how many sites the key had then (0 to
+/// [`PATHS_PER_KEY`]): while the thread's set holds that many of the key's sites, a launch by
+/// none of their paths copies its own stack without taking the table's lock; with fewer there,
+/// the table is asked (a known path whose entry left the set finds its site there).
+const NO_MORE_PATHS: u32 = NO_SITE - 1 - PATHS_PER_KEY as u32;
 
-/// Remembers that `key` makes no site on this thread ([`NO_SITE`]), or no further site
-/// ([`NO_MORE_PATHS`]: `more_paths`, where the key has sites); returns `None`.
+/// Remembers that `key` makes no site on this thread ([`NO_SITE`]), or no further site than
+/// its `sites` ([`NO_MORE_PATHS`], where it has some); returns `None`.
 #[cold]
-fn no_site(key: SiteKey, generation: u32, slot: usize, more_paths: bool) -> Option<Found> {
+fn no_site(key: SiteKey, generation: u32, slot: usize, sites: usize) -> Option<Found> {
     remember(
         slot,
         Recent {
             key,
             generation,
-            site: if more_paths { NO_MORE_PATHS } else { NO_SITE },
+            site: if sites > 0 {
+                NO_MORE_PATHS + sites as u32
+            } else {
+                NO_SITE
+            },
             path: &[],
         },
     );
-    if more_paths {
+    if sites > 0 {
         return other_path();
     }
     None
@@ -359,7 +372,6 @@ fn site_uncached(
         (last, paths) = (at, paths + 1);
         at = t.next[at as usize];
     }
-    let more_paths = paths > 0;
     let bytes = bytes();
     // Unknown stack bounds, or a stack pointer outside them (a signal stack): no copy to take,
     // so no site (found by review: an empty site's launches were marked as sharing it).
@@ -372,7 +384,7 @@ fn site_uncached(
         || entry.rsp - lo < NEW_SITE_STACK_ROOM
     {
         drop(t);
-        return no_site(key, generation, slot, more_paths);
+        return no_site(key, generation, slot, paths);
     }
     // The unwind below must know every module loaded now (found by a fourth review: a site made
     // within `RESCAN_NS` of a library's load unwound its copy without that library's rules,
@@ -398,7 +410,7 @@ fn site_uncached(
         if super::unwind::unload_epoch() != epoch {
             return None;
         }
-        return no_site(key, generation, slot, more_paths);
+        return no_site(key, generation, slot, paths);
     };
     slots.sort_unstable_by_key(|&(at, _)| at); // `same_path` bounds the last
     let path: Path = Box::leak(slots.into_boxed_slice());
@@ -613,25 +625,26 @@ mod tests {
         site
     }
 
-    /// Launches of `k` through each of `paths` in turn, `rounds` times, from one call site (the
-    /// frames above a launch are part of its path); the third round after forgetting this
-    /// thread's recent sites (from the table).
+    /// Launches of `k` by `plan`, from one call site (the frames above a launch are part of its
+    /// path: every round must run in this one call): per round, whether this thread's recent
+    /// sites are forgotten first (then the table answers), and the indices of `paths` to launch
+    /// through, in order.
     #[inline(never)]
     fn rounds(
         paths: &[fn(SiteKey) -> Option<u32>],
         k: SiteKey,
-        rounds: usize,
+        plan: &[(bool, &[usize])],
     ) -> Vec<Vec<Option<u32>>> {
         // Every bound opaque: a loop the compiler can peel or unroll makes a launch of each
         // round or element a call site of its own (see `launches`).
         let mut got = Vec::new();
-        for r in 0..std::hint::black_box(rounds) {
-            if r == std::hint::black_box(2) {
+        for &(forget, order) in &plan[..std::hint::black_box(plan.len())] {
+            if std::hint::black_box(forget) {
                 forget_recent();
             }
             let mut row = Vec::new();
-            for f in &paths[..std::hint::black_box(paths.len())] {
-                row.push(f(k));
+            for &i in &order[..std::hint::black_box(order.len())] {
+                row.push(paths[i](k));
             }
             got.push(row);
         }
@@ -639,8 +652,9 @@ mod tests {
     }
 
     /// A key keeps at most `PATHS_PER_KEY` sites: a launch by a further path copies its own
-    /// stack (counted), without taking the table's lock again on that thread, and the known
-    /// paths keep their sites.
+    /// stack (counted), remembered so that the thread does not take the table's lock for it
+    /// again, and the known paths keep their sites, also on a thread whose first launch of the
+    /// key was by a further path.
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn a_key_keeps_a_bounded_number_of_paths() {
@@ -651,21 +665,54 @@ mod tests {
         let paths: [fn(SiteKey) -> Option<u32>; 5] =
             [via::<8>, via::<24>, via::<40>, via::<56>, via::<72>];
         assert_eq!(PATHS_PER_KEY, 3, "the paths below");
-        let got = rounds(&paths, k, 3);
+        let ordered: &[usize] = &[0, 1, 2, 3, 4];
+        // A further path first (found by review: the thread's entry for the further paths hid
+        // the three known paths' sites from it for good).
+        let reversed: &[usize] = &[3, 0, 1, 2, 4];
+        let got = rounds(
+            &paths,
+            k,
+            &[
+                (false, ordered),
+                (false, ordered),
+                (true, ordered),
+                (true, reversed),
+                (false, reversed),
+            ],
+        );
         let known: Vec<u32> = got[0][..3].iter().map(|s| s.expect("a site")).collect();
         assert_eq!(
             known.iter().collect::<std::collections::HashSet<_>>().len(),
             3
         );
-        assert_eq!(count().0, sites + 3);
         // Every round alike: from the thread's cache (the further paths remembered as past the
         // key's sites), and after forgetting it, from the table.
-        for row in &got {
-            assert_eq!(&row[..3], &got[0][..3]);
-            assert_eq!(&row[3..], &[None, None]);
+        for (r, row) in got.iter().enumerate() {
+            let order = if r < 3 { ordered } else { reversed };
+            let want: Vec<Option<u32>> = (order.iter())
+                .map(|&i| if i < 3 { Some(known[i]) } else { None })
+                .collect();
+            assert_eq!(row, &want, "round {r}");
         }
         assert_eq!(count().0, sites + 3);
-        assert_eq!(count().1, others + 6);
+        assert_eq!(count().1, others + 10);
+        // Remembered once on this thread, with the key's three sites.
+        let remembered: Vec<u32> = RECENT_SITES
+            .with(|r| {
+                (r.borrow().iter())
+                    .filter(|e| e.key == k)
+                    .map(|e| e.site)
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(
+            remembered
+                .iter()
+                .filter(|&&e| e == NO_MORE_PATHS + 3)
+                .count(),
+            1,
+            "{remembered:?}"
+        );
     }
 
     /// A site made while the module list is unavailable (a `dlclose` in progress on another
