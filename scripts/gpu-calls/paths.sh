@@ -1,7 +1,7 @@
 #!/bin/bash
 # A site per native path (twenty-second session, issue 21): .gpu/head.so (a launch whose key's
 # site was made by another native path copied its own stack every time) against
-# .gpu/libcudablame.so. In rotating rounds of one process per library, each pinned to CPU 2:
+# .gpu/libcudablame.so. In rotating rounds of one process per library, each pinned to CPU 2 (CPU):
 # `launch_loop N paired` under CUDABLAME_STATS=total (its two call sites of one launch line are
 # such paths: half its recording launches copied 8 KiB before), LOOP_ROUNDS (5); the GPT step's
 # steady own time (CUDABLAME_STATS=total, `train_step.py --paired 5`), GPT_ROUNDS (3); the tiny
@@ -20,7 +20,7 @@ for ((r = 0; r < ${LOOP_ROUNDS:-5}; r++)); do
   late "loop round $r" && break
   for ((k = 0; k < 2; k++)); do
     IFS='|' read -r label lib <<<"${libs[$(((r + k) % 2))]}"
-    o=$(timeout -k 5 60 taskset -c 2 env LD_PRELOAD=$lib CUDABLAME_REPORT=off CUDABLAME_STATS=total \
+    o=$(timeout -k 5 60 taskset -c "${CPU:-2}" env LD_PRELOAD=$lib CUDABLAME_REPORT=off CUDABLAME_STATS=total \
       $BIN "${N:-30000}" paired 2>&1)
     echo "$o" > $L/loop-$r-$label.txt
     echo "loop r$r $label: $(stat 'paired_added_us=[-0-9.]+|paused_us=[0-9.]+|recording_us=[0-9.]+' "$o")" \
@@ -31,7 +31,7 @@ for ((r = 0; r < ${GPT_ROUNDS:-3}; r++)); do
   late "gpt round $r" && break
   for ((k = 0; k < 2; k++)); do
     IFS='|' read -r label lib <<<"${libs[$(((r + k) % 2))]}"
-    o=$(timeout -k 5 90 taskset -c 2 env LD_PRELOAD=$lib CUDABLAME_REPORT=off CUDABLAME_STATS=total \
+    o=$(timeout -k 5 90 taskset -c "${CPU:-2}" env LD_PRELOAD=$lib CUDABLAME_REPORT=off CUDABLAME_STATS=total \
       python3 cuda-samples/bench/train_step.py --size gpt --steps 20 --paired 5 2>&1)
     echo "$o" > $L/gpt-$r-$label.txt
     echo "gpt r$r $label: $(stat 'first pause: [0-9]+ ops, real call [0-9]+ ns, cudablame [0-9]+ ns|launch sites [0-9]+ \([0-9]+ launches by another native path|gpt_paired_pct=[-0-9.]+' "$o")"
@@ -41,7 +41,7 @@ for ((r = 0; r < ${TINY_ROUNDS:-3}; r++)); do
   late "tiny round $r" && break
   for ((k = 0; k < 2; k++)); do
     IFS='|' read -r label lib <<<"${libs[$(((r + k) % 2))]}"
-    o=$(timeout -k 5 90 taskset -c 2 env LD_PRELOAD=$lib CUDABLAME_REPORT=off \
+    o=$(timeout -k 5 90 taskset -c "${CPU:-2}" env LD_PRELOAD=$lib CUDABLAME_REPORT=off \
       python3 cuda-samples/bench/train_step.py --size tiny --steps 20 --paired 5 --paired-ms 1500 2>&1)
     echo "$o" > $L/tiny-$r-$label.txt
     echo "tiny r$r $label: $(stat 'tiny_(paired_pct|paused_ms|recording_ms)=[-0-9.]+' "$o")"
