@@ -8,7 +8,7 @@ The first row is the total. With `--LL=2097152,16,64` the "L" events stand for t
 L2: ILmr the code lines, DLmr and DLmw the data lines, that one launch missed (docs/history.md,
 Performance, thirteenth session, for the command lines: `py_bench.py ... inline c` with
 BENCH_POLLUTE_KB=3072 BENCH_POLLUTE_CODE=1; 24,000 ops for `6 13000`).
-Pages instead of lines (README, Performance, nineteenth session): caches shaped as TLBs,
+Pages instead of lines (docs/history.md, Performance, nineteenth session): caches shaped as TLBs,
 `--I1=262144,64,4096 --D1=262144,64,4096 --LL=8388608,16,4096` (4 KiB "lines", the last level
 2,048 pages), with BENCH_POLLUTE_PAGES=4096 (`py_bench.py 6 3000 inline c`: 14,000 ops): then
 ILmr and DLmr + DLmw are the code and data pages one launch missed.

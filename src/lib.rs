@@ -36,7 +36,7 @@
 //! compiler's code units spread it over some ten 4 KiB pages of `.text` (`nm -n` of the release
 //! build). Each page is a page walk when a framework's own code and data have evicted the TLB
 //! between two launches, and on the simulated driver such a walk-bound launch costs several
-//! times a cache-bound one (README, Performance, nineteenth session): with cachegrind's caches
+//! times a cache-bound one (docs/history.md, Performance, nineteenth session): with cachegrind's caches
 //! shaped as TLBs (4 KiB lines), a launch after 4,096 other pages touched 20.5 code pages before,
 //! 16.9 now. The closures an exported wrapper passes (`interpose::exports`) stay in `.text`: a
 //! closure takes no attribute.
