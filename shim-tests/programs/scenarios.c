@@ -330,6 +330,13 @@ int main(int argc, char **argv) {
         } else scenario = argv[i];
     }
     setvbuf(stdout, NULL, _IONBF, 0);
+    /* A program that moves into another folder after it started (a training script into its run
+     * folder): relative report paths stay relative to the start (tests/bad_input.rs). */
+    const char *move_to = getenv("SCENARIO_CHDIR");
+    if (move_to && chdir(move_to) != 0) {
+        perror("chdir");
+        return 3;
+    }
     printf("pid=%d\nmain_tid=%ld\n", getpid(), tid());
     resolve(per_thread, by_dlsym);
     if (!strcmp(scenario, "fork_during_init")) return fork_during_init();

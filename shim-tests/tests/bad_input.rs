@@ -660,3 +660,45 @@ fn a_broken_stderr_pipe_does_not_kill_the_program() {
         assert_eq!(ending(&status), "exit 1", "shim {shim_on}");
     }
 }
+
+/// A program that changes its working directory after it started: a relative report or trace
+/// path is relative to where it started, as `cudablame run` checked it (found by a fresh-user
+/// trial: the report went to the program's new folder, or was lost where that folder had no
+/// `reports/`), and the text names the path written.
+#[test]
+fn a_relative_report_path_stays_where_the_program_started() {
+    let dir = scratch().join("moved");
+    let _ = std::fs::remove_dir_all(&dir);
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(dir.join("reports")).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let r = run_env(
+        &dir,
+        &[OsStr::new("oob")],
+        true,
+        &[
+            ("SCENARIO_CHDIR", elsewhere.clone().into_os_string()),
+            ("CUDABLAME_REPORT", os("reports/r.json")),
+            ("CUDABLAME_TRACE", os("t-%p.json")),
+        ],
+        |_| {},
+    );
+    assert!(said(&r.stderr).is_empty(), "{}", r.stderr);
+    let report = dir.join("reports/r.json");
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("the report where it started"))
+            .unwrap();
+    assert_eq!(written["culprit"]["op"]["kernel"], "oob_write");
+    assert!(
+        r.stderr.contains(&report.display().to_string()),
+        "{}",
+        r.stderr
+    );
+    let traces: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("t-"))
+        .collect();
+    assert_eq!(traces.len(), 1, "the trace where it started");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+}

@@ -716,8 +716,8 @@ pub(crate) fn host_name() -> String {
 static LOADED_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Runs when the dynamic loader initializes this library (at the program's start under
-/// `LD_PRELOAD`, before `main`): reads one clock and stores it, nothing else (no allocation, no
-/// I/O, no lock).
+/// `LD_PRELOAD`, before `main`): reads one clock and the working directory and stores them,
+/// nothing else (no allocation, no file, no lock).
 extern "C" fn note_load_time() {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -729,6 +729,59 @@ extern "C" fn note_load_time() {
         let ns = (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64;
         LOADED_NS.store(ns, std::sync::atomic::Ordering::Relaxed);
     }
+    START_DIR.note();
+}
+
+/// The working directory when the library was loaded ([`note_load_time`]): what a relative
+/// report or trace path is relative to, wherever the program has moved since
+/// (`sink::write_file`). A fixed buffer written once by the loader's initializer, before any
+/// thread of the program can read it, then published by its length.
+struct StartDir {
+    bytes: std::cell::UnsafeCell<[u8; libc::PATH_MAX as usize]>,
+    /// Bytes of the path in `bytes`; 0: unknown (longer than the buffer, or `getcwd` failed).
+    len: std::sync::atomic::AtomicUsize,
+}
+
+// SAFETY: `bytes` is written only by `note`, which the loader runs once before the library's
+// other code can run on any thread, and read only after `len` (Release / Acquire) says so.
+unsafe impl Sync for StartDir {}
+
+static START_DIR: StartDir = StartDir {
+    bytes: std::cell::UnsafeCell::new([0; libc::PATH_MAX as usize]),
+    len: std::sync::atomic::AtomicUsize::new(0),
+};
+
+impl StartDir {
+    fn note(&self) {
+        let buf = self.bytes.get().cast::<libc::c_char>();
+        // SAFETY: the buffer is PATH_MAX bytes, owned by this static and not read before `len`
+        // is set below; getcwd writes at most that many bytes, NUL included.
+        if unsafe { libc::getcwd(buf, libc::PATH_MAX as usize) }.is_null() {
+            return;
+        }
+        // SAFETY: getcwd succeeded, so the buffer holds a NUL-terminated path.
+        let len = unsafe { std::ffi::CStr::from_ptr(buf) }.to_bytes().len();
+        self.len.store(len, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The directory, if it was read at load.
+    fn get(&self) -> Option<&'static std::path::Path> {
+        use std::os::unix::ffi::OsStrExt;
+        let len = self.len.load(std::sync::atomic::Ordering::Acquire);
+        if len == 0 {
+            return None;
+        }
+        // SAFETY: `len` bytes were written before `len` was published, and never again.
+        let all: &'static [u8; libc::PATH_MAX as usize] = unsafe { &*START_DIR.bytes.get() };
+        let bytes = &all[..len];
+        Some(std::path::Path::new(std::ffi::OsStr::from_bytes(bytes)))
+    }
+}
+
+/// The working directory the program started in (when the library was loaded); `None` if it
+/// could not be read then.
+pub(crate) fn start_dir() -> Option<&'static std::path::Path> {
+    START_DIR.get()
 }
 
 #[used]

@@ -64,7 +64,7 @@ pub(crate) fn write_file(
     rank: u32,
     fill: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
 ) -> Option<String> {
-    let expanded = expand(pattern, pid, host, rank);
+    let expanded = anchored(expand(pattern, pid, host, rank));
     if let Some(problem) = cudablame_report::pattern::not_a_file(&expanded) {
         crate::safety::say(&format!(
             "cudablame: cannot write the {what}: {} (set {var})",
@@ -86,6 +86,21 @@ pub(crate) fn write_file(
             ));
             None
         }
+    }
+}
+
+/// A relative `path` made relative to the directory the program started in
+/// (`super::start_dir`) where the program has changed its working directory since (found by a
+/// fresh-user trial: a training script that moved into its run folder lost the report
+/// `cudablame run --report reports/r.json` had checked, and the default report landed where no
+/// one looked); unchanged otherwise, so a report's path reads as it was given.
+fn anchored(path: String) -> String {
+    if std::path::Path::new(&path).is_absolute() {
+        return path;
+    }
+    match (super::start_dir(), std::env::current_dir()) {
+        (Some(start), Ok(now)) if start != now => start.join(&path).display().to_string(),
+        _ => path,
     }
 }
 
