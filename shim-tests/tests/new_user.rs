@@ -1039,3 +1039,23 @@ fn a_report_folder_that_is_a_file_is_named_as_one_by_run_and_demo() {
     // The file is untouched.
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a folder");
 }
+
+#[test]
+fn show_and_summary_say_when_their_output_cannot_be_written() {
+    // A full disk: one line and exit status 1 (it was a panic in `print!`, status 101: found by
+    // a fresh-user trial).
+    let a = report();
+    for (name, args) in [
+        ("show", vec!["show", s(&a)]),
+        ("summary", vec!["summary", s(&a)]),
+    ] {
+        let mut cmd = command(&cudablame(), &args);
+        cmd.stdout(std::fs::File::create("/dev/full").unwrap());
+        let o = cmd.output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", err(&o));
+        assert_eq!(
+            err(&o).trim_end(),
+            format!("cudablame {name}: cannot write to standard output: No space left on device (os error 28)")
+        );
+    }
+}

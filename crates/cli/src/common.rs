@@ -34,6 +34,21 @@ pub fn pattern_dir(pattern: &str) -> Option<std::path::PathBuf> {
         .map(std::path::Path::to_path_buf)
 }
 
+/// Writes `text` to standard output; a failed write (a full disk, `> /dev/full`) is one line on
+/// stderr naming `command`, and `Err` with exit status 1 (it panicked in `print!`, status 101:
+/// found by a fresh-user trial). A reader that went away ends the process by SIGPIPE first
+/// (`main::default_sigpipe`).
+pub fn print_out(command: &str, text: &str) -> Result<(), std::process::ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| {
+            eprintln!("cudablame {command}: cannot write to standard output: {e}");
+            std::process::ExitCode::from(1)
+        })
+}
+
 /// Makes the folder `dir` and the folders above it; the error is one line naming it. A part of
 /// its path that exists and is not a folder is named as such (`create_dir_all` says only "File
 /// exists": found by a break-it helper with `demo --report-dir /etc/passwd`).

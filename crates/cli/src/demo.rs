@@ -134,6 +134,7 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         }
         _ => true,
     });
+    let report_dir_given = args.report_dir.is_some() && args.report.is_none();
     let report = match args.report.or(from_env) {
         Some(pattern) => pattern,
         None => {
@@ -148,6 +149,15 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             dir.join("cudablame-demo-%p.json").display().to_string()
         }
     };
+    // `--report-dir` checked as `--report` is (found by a fresh-user trial: a read-only folder
+    // was found out only after the demo ran, "no report at ...", exit 1).
+    if let Some(e) = report_dir_given
+        .then(|| crate::run::given_report_problem(&report))
+        .flatten()
+    {
+        eprintln!("cudablame demo: --report-dir: {e}");
+        return ExitCode::from(2);
+    }
     let off = cudablame_report::pattern::is_off(report.trim());
     // The folder the report goes into: the pattern itself when it ends in `/` (a folder
     // pattern), else its parent; not made when it depends on the demo program's pid or rank.

@@ -47,7 +47,11 @@ pub fn show(args: ShowArgs) -> ExitCode {
                 if path.as_os_str() != "-" {
                     r.path = Some(path.display().to_string());
                 }
-                print!("{}", text::render_read(&r, args.verbose));
+                if let Err(code) =
+                    crate::common::print_out("show", &text::render_read(&r, args.verbose))
+                {
+                    return code;
+                }
             }
             Err(e) => {
                 eprintln!("cudablame show: {e}");

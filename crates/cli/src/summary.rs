@@ -97,24 +97,28 @@ pub fn summary(args: SummaryArgs) -> ExitCode {
         return ExitCode::from(1);
     }
     let runs = runs(found);
-    if runs.len() == 1 {
-        print!("{}", render(&runs[0]));
+    let text = if runs.len() == 1 {
+        render(&runs[0])
     } else {
-        println!(
-            "cudablame summary: {} runs (told apart by job id and process start time), oldest first",
+        let mut text = format!(
+            "cudablame summary: {} runs (told apart by job id and process start time), oldest first\n",
             runs.len()
         );
         for (i, run) in runs.iter().enumerate() {
-            println!(
-                "\n==== run {} of {}: {} ====",
+            text += &format!(
+                "\n==== run {} of {}: {} ====\n{}",
                 i + 1,
                 runs.len(),
-                run_label(run)
+                run_label(run),
+                render(run)
             );
-            print!("{}", render(run));
         }
+        text
+    };
+    match crate::common::print_out("summary", &text) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(code) => code,
     }
-    ExitCode::SUCCESS
 }
 
 /// Files of a directory that were not read as reports.
