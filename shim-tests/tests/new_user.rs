@@ -315,6 +315,8 @@ fn summary_says_where_it_found_nothing_and_names_unusable_reports() {
         "{}",
         out(&o)
     );
+    // No file to name for `show` (it said `details: cudablame show -`).
+    assert!(!out(&o).contains("cudablame show -"), "{}", out(&o));
 }
 
 /// Copies the command alone to `dir/bin/` (it carries the library: crates/cli/build.rs).
@@ -1036,6 +1038,24 @@ fn a_report_folder_that_is_a_file_is_named_as_one_by_run_and_demo() {
     ]);
     assert!(!out(&o).contains("PROGRAM-RAN"), "{}", out(&o));
     assert!(err(&o).contains(&said), "{}", err(&o));
+    // A folder pattern (ending in `/`) naming the file itself: `file/` does not "exist" (ENOTDIR),
+    // and was "cannot make the folder ...: File exists".
+    let folder_pattern = format!("{}/", file.display());
+    let o = cli(&[
+        "run",
+        "--report",
+        &folder_pattern,
+        "--",
+        "sh",
+        "-c",
+        "echo PROGRAM-RAN",
+    ]);
+    assert!(!out(&o).contains("PROGRAM-RAN"), "{}", out(&o));
+    assert!(
+        err(&o).contains(&format!("{} is a file, so the folder", file.display())),
+        "{}",
+        err(&o)
+    );
     // The file is untouched.
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a folder");
 }

@@ -53,7 +53,9 @@ pub fn print_out(command: &str, text: &str) -> Result<(), std::process::ExitCode
 /// its path that exists and is not a folder is named as such (`create_dir_all` says only "File
 /// exists": found by a break-it helper with `demo --report-dir /etc/passwd`).
 pub fn make_folder(dir: &std::path::Path) -> Result<(), String> {
-    if let Some(file) = dir
+    // Without a trailing `/`: `afile/` does not "exist" when `afile` is a file (ENOTDIR).
+    let parts: std::path::PathBuf = dir.components().collect();
+    if let Some(file) = parts
         .ancestors()
         .filter(|a| !a.as_os_str().is_empty())
         .find(|a| a.exists() && !a.is_dir())

@@ -494,7 +494,10 @@ fn render(found: &[Found]) -> String {
             None => "not identified".into(),
         }
     );
-    let _ = writeln!(out, "    details: cudablame show {}", first.path.display());
+    // A report read from standard input has no file to name (`show -` would read nothing).
+    if first.path.as_os_str() != "-" {
+        let _ = writeln!(out, "    details: cudablame show {}", first.path.display());
+    }
     for f in &order[1..] {
         let _ = writeln!(out, "  rank {}: {}", f.report.process.rank, verdict(f));
     }
