@@ -765,14 +765,14 @@ impl StartDir {
     }
 
     /// The directory, if it was read at load.
-    fn get(&self) -> Option<&'static std::path::Path> {
+    fn get(&'static self) -> Option<&'static std::path::Path> {
         use std::os::unix::ffi::OsStrExt;
         let len = self.len.load(std::sync::atomic::Ordering::Acquire);
         if len == 0 {
             return None;
         }
         // SAFETY: `len` bytes were written before `len` was published, and never again.
-        let all: &'static [u8; libc::PATH_MAX as usize] = unsafe { &*START_DIR.bytes.get() };
+        let all: &'static [u8; libc::PATH_MAX as usize] = unsafe { &*self.bytes.get() };
         let bytes = &all[..len];
         Some(std::path::Path::new(std::ffi::OsStr::from_bytes(bytes)))
     }

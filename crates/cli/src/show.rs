@@ -31,12 +31,7 @@ pub struct ShowArgs {
 pub fn show(args: ShowArgs) -> ExitCode {
     let mut status = ExitCode::SUCCESS;
     for path in &args.reports {
-        let loaded = if path.as_os_str() == "-" {
-            load_stdin()
-        } else {
-            load(path)
-        };
-        match loaded {
+        match load(path) {
             Ok(Loaded::Trace) => {
                 eprintln!(
                     "cudablame show: {} is a trace (open it in https://ui.perfetto.dev), not a report: skipped",
@@ -69,9 +64,12 @@ enum Loaded {
     Trace,
 }
 
-/// Reads one report; the error is one line naming the file. Empty and oversized files are told
-/// apart before parsing (an oversized one is not read at all).
+/// Reads one report (`-`: from standard input); the error is one line naming the file. Empty
+/// and oversized files are told apart before parsing (an oversized one is not read at all).
 fn load(path: &Path) -> Result<Loaded, String> {
+    if path.as_os_str() == "-" {
+        return load_stdin();
+    }
     let bytes = read_limited(path)?;
     parse_named(&bytes, &path.display().to_string())
 }
@@ -79,12 +77,7 @@ fn load(path: &Path) -> Result<Loaded, String> {
 /// One report file for `summary` (`-`: standard input, as for `show`): a trace is an error
 /// there (named, not shown).
 pub fn load_report(path: &Path) -> Result<Report, String> {
-    let loaded = if path.as_os_str() == "-" {
-        load_stdin()?
-    } else {
-        load(path)?
-    };
-    match loaded {
+    match load(path)? {
         Loaded::Report(r) => Ok(*r),
         Loaded::Trace => Err(format!("{} is a trace, not a report", path.display())),
     }
