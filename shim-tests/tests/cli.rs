@@ -495,6 +495,17 @@ fn summary_names_the_first_failing_rank() {
             stderr(&o)
         );
     }
+    // The demo writes its lines to stderr (`cudablame demo 2>&1 | head -1`): ended by SIGPIPE at
+    // its first line, not a panic in `eprintln!` (a fresh-user trial: exit 101).
+    let mut child = Command::new(cudablame())
+        .args(["demo", "--simulated", "--report", "off"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(13), "demo: {status:?}");
 }
 
 #[test]

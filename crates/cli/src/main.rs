@@ -75,10 +75,13 @@ enum Command {
     DemoChild,
 }
 
-/// Lets `show` and `summary` end like any Unix printer when their reader is gone
-/// (`cudablame summary DIR | head -1`): killed by SIGPIPE, not a panic in `println!` (Rust's
-/// runtime ignores SIGPIPE, so the write fails with EPIPE). Not for `run` (whose program gets
-/// its own signal dispositions at exec) or the demo (whose child's report must be read whole).
+/// Lets every command but `run` (`show`, `summary`, the demo, `jupyter`) end like any Unix printer when their reader is gone
+/// (`cudablame summary DIR | head -1`, `cudablame demo 2>&1 | head -1`): killed by SIGPIPE, not
+/// a panic in `println!` or `eprintln!` (Rust's runtime ignores SIGPIPE, so the write fails with
+/// EPIPE: exit 101, found by fresh-user trials). Not for `run`, whose own lines come after its
+/// program ended and whose exit status is the program's. (A child started by `std::process`
+/// gets SIGPIPE at its default whatever this process has: the demo's child is killed the same
+/// way when it writes its text report into a closed pipe.)
 fn default_sigpipe() {
     // SAFETY: setting a signal's disposition to its default is async-signal-safe and affects
     // nothing else; no handler is installed.
@@ -89,7 +92,7 @@ fn default_sigpipe() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Some(Command::Show(_) | Command::Summary(_))) {
+    if !matches!(cli.command, Some(Command::Run(_))) {
         default_sigpipe();
     }
     match cli.command {
