@@ -304,9 +304,23 @@ const NO_SITE: u32 = u32::MAX;
 const NO_MORE_PATHS: u32 = NO_SITE - 1 - PATHS_PER_KEY as u32;
 
 /// Remembers that `key` makes no site on this thread ([`NO_SITE`]), or no further site than
-/// its `sites` ([`NO_MORE_PATHS`], where it has some); returns `None`.
+/// its `known` sites ([`NO_MORE_PATHS`], where it has some: remembered with them, so that the
+/// entry is trusted at the thread's next launch by a further path, which otherwise took the
+/// table's lock at every launch and filled the set with copies of the entry); returns `None`.
 #[cold]
-fn no_site(key: SiteKey, generation: u32, slot: usize, sites: usize) -> Option<Found> {
+fn no_site(key: SiteKey, generation: u32, slot: usize, known: &[(u32, Path)]) -> Option<Found> {
+    let sites = known.len();
+    for &(site, path) in known {
+        remember(
+            slot,
+            Recent {
+                key,
+                generation,
+                site: site + 1,
+                path,
+            },
+        );
+    }
     remember(
         slot,
         Recent {
@@ -327,12 +341,16 @@ fn no_site(key: SiteKey, generation: u32, slot: usize, sites: usize) -> Option<F
 }
 
 /// Puts `entry` first in its set of this thread's recent sites (the set's older entries move
-/// down one, its last is dropped).
+/// down one, its last is dropped; an older entry of the same key and site is moved, not kept
+/// twice).
 fn remember(slot: usize, entry: Recent) {
     let _ = RECENT_SITES.with(|r| {
         let mut r = r.borrow_mut();
         let set = &mut r[slot * WAYS..(slot + 1) * WAYS];
-        set.rotate_right(1);
+        let same = (set.iter()).position(|e| {
+            e.key == entry.key && e.site == entry.site && e.generation == entry.generation
+        });
+        set[..=same.unwrap_or(WAYS - 1)].rotate_right(1);
         set[0] = entry;
     });
 }
@@ -362,13 +380,15 @@ fn site_uncached(
     let mut t = TABLE.get().lock();
     // The key's sites, first to last: this launch's if it took one's path.
     let (mut last, mut paths) = (NO_NEXT, 0);
+    let mut known: [(u32, Path); PATHS_PER_KEY] = [(0, &[]); PATHS_PER_KEY];
     let mut at = t.index.get(&key).copied().unwrap_or(NO_NEXT);
-    while at != NO_NEXT {
+    while at != NO_NEXT && paths < PATHS_PER_KEY {
         let path = t.paths[at as usize];
         if same_path(entry, path, bounds) {
             drop(t);
             return Some(found(key, generation, slot, at, path, 0));
         }
+        known[paths] = (at, path);
         (last, paths) = (at, paths + 1);
         at = t.next[at as usize];
     }
@@ -384,7 +404,7 @@ fn site_uncached(
         || entry.rsp - lo < NEW_SITE_STACK_ROOM
     {
         drop(t);
-        return no_site(key, generation, slot, paths);
+        return no_site(key, generation, slot, &known[..paths]);
     }
     // The unwind below must know every module loaded now (found by a fourth review: a site made
     // within `RESCAN_NS` of a library's load unwound its copy without that library's rules,
@@ -410,7 +430,7 @@ fn site_uncached(
         if super::unwind::unload_epoch() != epoch {
             return None;
         }
-        return no_site(key, generation, slot, paths);
+        return no_site(key, generation, slot, &known[..paths]);
     };
     slots.sort_unstable_by_key(|&(at, _)| at); // `same_path` bounds the last
     let path: Path = Box::leak(slots.into_boxed_slice());
@@ -712,6 +732,45 @@ mod tests {
                 .count(),
             1,
             "{remembered:?}"
+        );
+    }
+
+    /// A thread whose launches of a key come only by a further path, the key's known sites not
+    /// in its set (made by other threads, or evicted by other keys of the set), takes the
+    /// table's lock once for it, not at every launch; nor does it fill the set with copies of
+    /// its entry for the further paths (which evict other keys' sites).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_further_path_alone_takes_the_tables_lock_once() {
+        let _serial = super::super::unwind::TEST_LOCK.lock();
+        let k = key(0x5151_0007, 0xabe8);
+        forget_recent();
+        let paths: [fn(SiteKey) -> Option<u32>; 4] = [via::<8>, via::<24>, via::<40>, via::<56>];
+        let first: &[usize] = &[0, 1, 2];
+        let further: &[usize] = &[3, 3, 3, 3, 3];
+        let got = rounds(&paths, k, &[(false, first), (true, further)]);
+        assert!(got[0].iter().all(|s| s.is_some()), "{got:?}");
+        assert_eq!(got[1], vec![None; 5]);
+        let entries: Vec<u32> = RECENT_SITES
+            .with(|r| {
+                (r.borrow().iter())
+                    .filter(|e| e.key == k && e.site != 0)
+                    .map(|e| e.site)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let further_entries = entries
+            .iter()
+            .filter(|&&e| e >= NO_MORE_PATHS && e != NO_SITE);
+        assert_eq!(further_entries.count(), 1, "{entries:x?}");
+        // And the next launch by it answers from the set (no lock): the entry is trusted.
+        let (_, _, uncached) = count();
+        let again = rounds(&paths, k, &[(false, &[3, 3, 3])]);
+        assert_eq!(again[0], vec![None; 3]);
+        assert_eq!(
+            count().2,
+            uncached,
+            "launches by the further path took the table's lock"
         );
     }
 
