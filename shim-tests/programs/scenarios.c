@@ -332,6 +332,17 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     /* A program that moves into another folder after it started (a training script into its run
      * folder): relative report paths stay relative to the start (tests/bad_input.rs). */
+    /* A folder renamed while the program runs (its start folder, or a parent of it):
+     * SCENARIO_RENAME=FROM:TO, before SCENARIO_CHDIR (tests/bad_input.rs). */
+    const char *rename_ = getenv("SCENARIO_RENAME");
+    if (rename_ && strchr(rename_, ':')) {
+        char from[4096];
+        snprintf(from, sizeof from, "%.*s", (int)(strchr(rename_, ':') - rename_), rename_);
+        if (rename(from, strchr(rename_, ':') + 1) != 0) {
+            perror("rename");
+            return 3;
+        }
+    }
     const char *move_to = getenv("SCENARIO_CHDIR");
     if (move_to && chdir(move_to) != 0) {
         perror("chdir");

@@ -702,3 +702,105 @@ fn a_relative_report_path_stays_where_the_program_started() {
     assert_eq!(traces.len(), 1, "the trace where it started");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 }
+
+/// The JSON report files under `dir`, any depth.
+fn reports_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().filter_map(|e| e.ok()) {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// A start folder renamed while the program runs (found by a break-it review: the report went
+/// to the start folder's old path, which names nothing now, and was lost, where before it was
+/// written in the current folder): the program that stayed where it started writes its report
+/// there under the folder's new name (the start folder renamed, or a parent of it); one that
+/// moved out before its start folder was renamed away writes it in its current folder. No
+/// "cannot write" line in any case, and the program ends as without cudablame.
+#[test]
+fn a_renamed_start_folder_still_gets_the_report() {
+    let root = scratch().join("renamed-start");
+    let _ = std::fs::remove_dir_all(&root);
+    let cases: [(&str, &str, &str, Option<&str>, &str); 3] = [
+        // start (under root), renamed from, to, moved to, where the report must be
+        ("a", "a", "b", None, "b/reports"),
+        ("p/a", "p", "q", None, "q/a/reports"),
+        ("a", "a", "gone", Some("run"), "run/reports"),
+    ];
+    for (start, from, to, moved, expect) in cases {
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join(start).join("reports")).unwrap();
+        std::fs::create_dir_all(root.join("run/reports")).unwrap();
+        let mut env = vec![
+            (
+                "SCENARIO_RENAME",
+                format!("{}:{}", root.join(from).display(), root.join(to).display()).into(),
+            ),
+            ("CUDABLAME_REPORT", os("reports/r.json")),
+        ];
+        if let Some(m) = moved {
+            env.push(("SCENARIO_CHDIR", root.join(m).into_os_string()));
+        }
+        let r = run_env(&root.join(start), &[OsStr::new("oob")], true, &env, |_| {});
+        assert!(
+            said(&r.stderr).is_empty(),
+            "{start} {from}->{to}: {}",
+            r.stderr
+        );
+        assert_eq!(
+            reports_under(&root),
+            vec![root.join(expect).join("r.json")],
+            "{start} {from}->{to}: {}",
+            r.stderr
+        );
+        // The same run without cudablame ends the same way.
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join(start).join("reports")).unwrap();
+        std::fs::create_dir_all(root.join("run/reports")).unwrap();
+        let plain = run_env(&root.join(start), &[OsStr::new("oob")], false, &env, |_| {});
+        assert_eq!(r.ending, plain.ending);
+    }
+}
+
+/// A program started in a folder whose name is not UTF-8 that then moved elsewhere (found by a
+/// break-it review: the start folder's path was made a string, its odd byte became U+FFFD, and
+/// the report was lost with "No such file or directory"): the report lands in the start folder.
+#[test]
+fn a_start_folder_named_in_odd_bytes_gets_the_report() {
+    let root = scratch().join("odd-start");
+    let _ = std::fs::remove_dir_all(&root);
+    let start = root.join(OsStr::from_bytes(b"run-\xff\xfe"));
+    std::fs::create_dir_all(start.join("reports")).unwrap();
+    std::fs::create_dir_all(root.join("elsewhere")).unwrap();
+    let r = run_env(
+        &start,
+        &[OsStr::new("oob")],
+        true,
+        &[
+            ("SCENARIO_CHDIR", root.join("elsewhere").into_os_string()),
+            ("CUDABLAME_REPORT", os("reports/r.json")),
+            ("CUDABLAME_TRACE", os("reports/")),
+        ],
+        |_| {},
+    );
+    assert!(said(&r.stderr).is_empty(), "{}", r.stderr);
+    let mut found = reports_under(&root);
+    found.sort();
+    assert_eq!(found.len(), 2, "{found:?} {}", r.stderr);
+    assert!(
+        found.iter().all(|p| p.starts_with(start.join("reports"))),
+        "{found:?}"
+    );
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(start.join("reports/r.json")).unwrap()).unwrap();
+    assert_eq!(written["culprit"]["op"]["kernel"], "oob_write");
+}

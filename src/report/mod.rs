@@ -735,11 +735,16 @@ extern "C" fn note_load_time() {
 /// The working directory when the library was loaded ([`note_load_time`]): what a relative
 /// report or trace path is relative to, wherever the program has moved since
 /// (`sink::write_file`). A fixed buffer written once by the loader's initializer, before any
-/// thread of the program can read it, then published by its length.
+/// thread of the program can read it, then published by its length; with the folder's identity
+/// (device and inode), which outlives its name: a start folder (or a parent) renamed while the
+/// program runs is still the current folder, and its old path names no folder or another.
 struct StartDir {
     bytes: std::cell::UnsafeCell<[u8; libc::PATH_MAX as usize]>,
     /// Bytes of the path in `bytes`; 0: unknown (longer than the buffer, or `getcwd` failed).
     len: std::sync::atomic::AtomicUsize,
+    /// `st_dev` and `st_ino` of the folder, written before `len`.
+    dev: std::sync::atomic::AtomicU64,
+    ino: std::sync::atomic::AtomicU64,
 }
 
 // SAFETY: `bytes` is written only by `note`, which the loader runs once before the library's
@@ -749,6 +754,8 @@ unsafe impl Sync for StartDir {}
 static START_DIR: StartDir = StartDir {
     bytes: std::cell::UnsafeCell::new([0; libc::PATH_MAX as usize]),
     len: std::sync::atomic::AtomicUsize::new(0),
+    dev: std::sync::atomic::AtomicU64::new(0),
+    ino: std::sync::atomic::AtomicU64::new(0),
 };
 
 impl StartDir {
@@ -761,11 +768,21 @@ impl StartDir {
         }
         // SAFETY: getcwd succeeded, so the buffer holds a NUL-terminated path.
         let len = unsafe { std::ffi::CStr::from_ptr(buf) }.to_bytes().len();
+        // SAFETY: `stat` is plain integers, for which all zeroes is a valid value.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: "." is NUL-terminated and `st` a valid out pointer; stat allocates nothing.
+        if unsafe { libc::stat(c".".as_ptr(), &mut st) } != 0 {
+            return;
+        }
+        self.dev
+            .store(st.st_dev, std::sync::atomic::Ordering::Relaxed);
+        self.ino
+            .store(st.st_ino, std::sync::atomic::Ordering::Relaxed);
         self.len.store(len, std::sync::atomic::Ordering::Release);
     }
 
-    /// The directory, if it was read at load.
-    fn get(&'static self) -> Option<&'static std::path::Path> {
+    /// The directory and its (device, inode), if they were read at load.
+    fn get(&'static self) -> Option<(&'static std::path::Path, (u64, u64))> {
         use std::os::unix::ffi::OsStrExt;
         let len = self.len.load(std::sync::atomic::Ordering::Acquire);
         if len == 0 {
@@ -774,14 +791,26 @@ impl StartDir {
         // SAFETY: `len` bytes were written before `len` was published, and never again.
         let all: &'static [u8; libc::PATH_MAX as usize] = unsafe { &*self.bytes.get() };
         let bytes = &all[..len];
-        Some(std::path::Path::new(std::ffi::OsStr::from_bytes(bytes)))
+        let id = (
+            self.dev.load(std::sync::atomic::Ordering::Relaxed),
+            self.ino.load(std::sync::atomic::Ordering::Relaxed),
+        );
+        Some((std::path::Path::new(std::ffi::OsStr::from_bytes(bytes)), id))
     }
 }
 
-/// The working directory the program started in (when the library was loaded); `None` if it
-/// could not be read then.
+/// The folder the program started in (when the library was loaded), where a relative report
+/// path must be anchored to it: the program has moved out of it and its path, as read at load,
+/// still names it. `None` while the working directory is still the start folder, whatever its
+/// name now (it or a parent renamed: its old path names no folder, or another one), or when the
+/// start folder can no longer be found by that path (renamed or deleted after the program moved
+/// out) or was not read at load: the current folder then, so that the report is still written
+/// and its text names where (found by a break-it review: the report was lost in both cases).
 pub(crate) fn start_dir() -> Option<&'static std::path::Path> {
-    START_DIR.get()
+    use std::os::unix::fs::MetadataExt;
+    let (path, start) = START_DIR.get()?;
+    let id = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    (id(std::path::Path::new(".")) != Some(start) && id(path) == Some(start)).then_some(path)
 }
 
 #[used]

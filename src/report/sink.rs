@@ -74,15 +74,13 @@ pub(crate) fn write_file(
     }
     // A real directory only: a symlink planted at the path is never followed, not even to one.
     let path =
-        cudablame_report::pattern::file_path(&expanded, &expand(in_directory, pid, host, rank))
-            .display()
-            .to_string();
+        cudablame_report::pattern::file_path(&expanded, &expand(in_directory, pid, host, rank));
     match write_new(&path, fill) {
         Ok(p) => Some(p),
         Err(e) => {
             crate::safety::say(&format!(
                 "cudablame: cannot write the {what} to {}: {e} (set {var})",
-                crate::safety::shorten(&path, 200)
+                crate::safety::shorten(&path.display().to_string(), 200)
             ));
             None
         }
@@ -93,14 +91,12 @@ pub(crate) fn write_file(
 /// (`super::start_dir`) where the program has changed its working directory since (found by a
 /// fresh-user trial: a training script that moved into its run folder lost the report
 /// `cudablame run --report reports/r.json` had checked, and the default report landed where no
-/// one looked); unchanged otherwise, so a report's path reads as it was given.
-fn anchored(path: String) -> String {
-    if std::path::Path::new(&path).is_absolute() {
-        return path;
-    }
-    match (super::start_dir(), std::env::current_dir()) {
-        (Some(start), Ok(now)) if start != now => start.join(&path).display().to_string(),
-        _ => path,
+/// one looked); unchanged otherwise, so a report's path reads as it was given. A path, not a
+/// string: the start folder's name may not be UTF-8.
+fn anchored(path: String) -> std::path::PathBuf {
+    match super::start_dir() {
+        Some(start) if std::path::Path::new(&path).is_relative() => start.join(&path),
+        _ => path.into(),
     }
 }
 
@@ -126,7 +122,7 @@ fn file_size_limit() -> Option<u64> {
 /// replacing anything there: a planted symlink or another process's file is never followed or
 /// overwritten (the file then goes to `NAME.1.json`, `NAME.2.json`, ...).
 pub(crate) fn write_new(
-    path: &str,
+    path: impl AsRef<std::path::Path>,
     fill: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
 ) -> std::io::Result<String> {
     let mut content = Vec::new();
@@ -137,7 +133,7 @@ pub(crate) fn write_new(
             content.len()
         )));
     }
-    let target = std::path::Path::new(path);
+    let target = path.as_ref();
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),

@@ -83,12 +83,12 @@ pub fn problem(pattern: &str) -> Option<String> {
 /// folder pattern, else its parent), by the real path of its nearest existing ancestor, so that
 /// a symlink to `/dev` given as a folder (`link/`), `/dev/shm/..`, or a folder still to be made
 /// under such a link are refused too (a fifth review).
-pub fn not_a_file(path: &str) -> Option<String> {
+pub fn not_a_file(path: impl AsRef<std::path::Path>) -> Option<String> {
     use std::path::Path;
     let system =
         |p: &Path| (p.starts_with("/dev") && !p.starts_with("/dev/shm")) || p.starts_with("/proc");
-    let p = Path::new(path);
-    let is_folder = lands_inside(path);
+    let p = path.as_ref();
+    let is_folder = lands_inside(p);
     let folder = match p.parent() {
         _ if is_folder => p,
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -99,12 +99,13 @@ pub fn not_a_file(path: &str) -> Option<String> {
         .filter(|a| !a.as_os_str().is_empty())
         .chain([Path::new(".")])
         .find_map(|a| std::fs::canonicalize(a).ok());
-    let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    let special = std::fs::metadata(p).is_ok_and(|m| !m.is_file() && !m.is_dir());
     let in_system = system(p) || real_folder.is_some_and(|d| system(&d));
     (special || in_system).then(|| {
         format!(
-            "{path} is a device, pipe or socket or lies in /dev or /proc, not a file: reports \
-             and traces are JSON files (off: none)"
+            "{} is a device, pipe or socket or lies in /dev or /proc, not a file: reports \
+             and traces are JSON files (off: none)",
+            p.display()
         )
     })
 }
@@ -125,7 +126,7 @@ pub const LONGEST_PID: u32 = 4_194_304;
 /// cudablame's own name inside it: [`file_path`]). A longer folder name is refused where the
 /// folder is made.
 pub fn name_too_long(path: &str) -> Option<String> {
-    if lands_inside(path) {
+    if lands_inside(std::path::Path::new(path)) {
         return None;
     }
     let name = std::path::Path::new(path).file_name()?.len();
@@ -135,20 +136,24 @@ pub fn name_too_long(path: &str) -> Option<String> {
 }
 
 /// Whether a report whose expanded path is `path` lands inside it ([`file_path`]): `path` ends
-/// in `/` or is a real folder (a symlink planted there is not followed).
-fn lands_inside(path: &str) -> bool {
-    path.ends_with('/') || std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+/// in `/` or is a real folder (a symlink planted there is not followed). A path, not a string:
+/// the library's may begin with a start folder whose name is not UTF-8 (`report::start_dir`).
+fn lands_inside(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str().as_bytes().ends_with(b"/")
+        || std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
 /// Where a report whose expanded path is `path` lands: inside it, as `in_folder` (expanded by the
 /// caller), when `path` ends in `/` or is a real folder (a symlink planted there is not
 /// followed), else `path` itself. The library writes there (`report::sink::write_file`) and the
 /// command looks there (`demo`).
-pub fn file_path(path: &str, in_folder: &str) -> std::path::PathBuf {
+pub fn file_path(path: impl AsRef<std::path::Path>, in_folder: &str) -> std::path::PathBuf {
+    let path = path.as_ref();
     if lands_inside(path) {
-        std::path::Path::new(path).join(in_folder)
+        path.join(in_folder)
     } else {
-        std::path::PathBuf::from(path)
+        path.to_path_buf()
     }
 }
 
