@@ -21,8 +21,14 @@ fn cudablame() -> PathBuf {
 
 /// Runs `cudablame args` with the fake driver on the library path and no inherited LD_PRELOAD.
 fn cli(args: &[&str], env: &[(&str, &str)]) -> Output {
+    cli_in(Path::new("."), args, env)
+}
+
+/// [`cli`] in the folder `dir`.
+fn cli_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(cudablame());
-    cmd.args(args)
+    cmd.current_dir(dir)
+        .args(args)
         .env("LD_LIBRARY_PATH", driver_dir())
         .env_remove("LD_PRELOAD");
     for var in [
@@ -641,4 +647,65 @@ fn demo_refuses_devices_as_run_does_and_never_reads_one() {
         "{}",
         stderr(&o)
     );
+}
+
+/// `cudablame run` fixes a relative report or trace path at the folder it was started in, where
+/// it checked it, also for a program that a script starts after a `cd` (found by a break-it
+/// review: the library anchors relative paths at its own process's start folder, so the report
+/// `--report reports/r.json` had checked was lost, and the default one landed in `sub/`). Given
+/// as an option, set in the variable, or the default; in a folder whose name holds `%p`, which
+/// must stay as it is.
+#[test]
+fn run_keeps_relative_report_paths_where_it_was_started() {
+    let dir = fresh_dir("run-from-here-%p");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::create_dir_all(dir.join("reports")).unwrap();
+    let prog = scenarios();
+    let script = ["sh", "-c", "cd sub && exec \"$0\" oob", s(&prog)];
+    let cases: [(&[&str], &[(&str, &str)], &[&str]); 3] = [
+        (
+            &["--report", "reports/r.json", "--trace", "reports/"],
+            &[],
+            &["reports/cudablame-trace", "reports/r.json"],
+        ),
+        (
+            &[],
+            &[("CUDABLAME_REPORT", "reports/e.json")],
+            &["reports/e.json"],
+        ),
+        (&[], &[], &["cudablame-"]),
+    ];
+    for (options, env, expect) in cases {
+        let _ = std::fs::remove_dir_all(dir.join("reports"));
+        std::fs::create_dir_all(dir.join("reports")).unwrap();
+        let args: Vec<&str> = ["run"]
+            .iter()
+            .chain(options)
+            .chain(&["--"])
+            .chain(&script)
+            .copied()
+            .collect();
+        let o = cli_in(&dir, &args, env);
+        assert_eq!(o.status.code(), Some(1), "{options:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("cannot write"), "{}", stderr(&o));
+        let mut written: Vec<String> = ["", "reports/"]
+            .iter()
+            .flat_map(|sub| std::fs::read_dir(dir.join(sub)).unwrap().flatten())
+            .filter(|e| e.path().is_file())
+            .map(|e| e.path().strip_prefix(&dir).unwrap().display().to_string())
+            .collect();
+        written.sort();
+        assert_eq!(
+            written.len(),
+            expect.len(),
+            "{options:?} {env:?}: {written:?}"
+        );
+        for (w, e) in written.iter().zip(expect) {
+            assert!(w.starts_with(e), "{options:?} {env:?}: {written:?}");
+        }
+        assert_eq!(std::fs::read_dir(dir.join("sub")).unwrap().count(), 0);
+        for w in &written {
+            let _ = std::fs::remove_file(dir.join(w));
+        }
+    }
 }

@@ -532,11 +532,10 @@ fn a_report_name_too_long_for_the_os_is_refused_before_starting() {
         &[("CUDABLAME_REPORT", &long)],
     );
     assert_eq!(o.status.code(), Some(3), "{}", err(&o));
-    assert!(
-        out(&o).starts_with("PROGRAM-RAN\nREPORT=cudablame-%h-%p.json "),
-        "{}",
-        out(&o)
-    );
+    // The default, made absolute from the folder `run` started in (`run::from_here`).
+    let here = dir.canonicalize().unwrap(); // as getcwd names it
+    let expect = format!("PROGRAM-RAN\nREPORT={}/cudablame-%h-%p.json ", s(&here));
+    assert!(out(&o).starts_with(&expect), "{}", out(&o));
     let e = err(&o);
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(e.contains("its file name is 260 bytes long"), "{e}");
@@ -900,9 +899,13 @@ fn an_unwritable_report_variable_warns_and_runs_the_program_with_the_default() {
     );
     // The program ran, with its own exit status; the bad paths were replaced by the defaults.
     assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    // The default made absolute from the folder `run` started in (`run::from_here`).
     assert_eq!(
         out(&o),
-        "PROGRAM-RAN\nREPORT=cudablame-%h-%p.json TRACE=off\n",
+        format!(
+            "PROGRAM-RAN\nREPORT={}/cudablame-%h-%p.json TRACE=off\n",
+            s(&dir)
+        ),
         "{}",
         err(&o)
     );

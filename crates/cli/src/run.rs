@@ -206,6 +206,34 @@ fn fallback(default: &str) -> (String, String) {
     }
 }
 
+/// The value the program's `var` gets: `settled` ([`settle`]'s), else the variable as set, else
+/// `default`; a relative path pattern made absolute from the folder `run` started in, where it
+/// was checked, with each `%` of that folder's name written `%%`. The library anchors a
+/// relative path at the folder its own process started in, which for a program that a script
+/// starts after a `cd` (`cudablame run -- sh -c 'cd sub && python train.py'`) is that other folder
+/// (found by a break-it review: the report `run` had checked was lost, or the default one
+/// landed in `sub/`). Left as it is (`None`: the environment unchanged) where the variable holds
+/// no UTF-8, names no file (`off`, blank) or is absolute, or this folder's name is not UTF-8.
+fn from_here(settled: Option<String>, var: &str, default: Option<&str>) -> Option<String> {
+    let set = std::env::var_os(var);
+    let value = match (&settled, &set) {
+        (Some(v), _) => v.clone(),
+        (None, Some(v)) => v.to_str()?.to_string(),
+        (None, None) => default?.to_string(),
+    };
+    if no_path(&value) || value.starts_with('/') {
+        return settled;
+    }
+    let Some(here) = std::env::current_dir()
+        .ok()
+        .and_then(|d| d.to_str().map(str::to_string))
+    else {
+        return settled;
+    };
+    let here = here.trim_end_matches('/').replace('%', "%%");
+    Some(format!("{here}/{value}"))
+}
+
 /// Replaces this process with the program (so the exit status and signals are the program's own).
 /// Exits 127 when the program (or the library) is not found, 126 when it cannot be executed.
 pub fn run(args: RunArgs) -> ExitCode {
@@ -231,6 +259,8 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(t) => t,
         Err(code) => return code,
     };
+    let report = from_here(report, "CUDABLAME_REPORT", Some(DEFAULT_REPORT));
+    let trace = from_here(trace, "CUDABLAME_TRACE", None);
     let program = &args.command[0];
     let program_path = std::path::Path::new(program);
     if program.to_string_lossy().contains('/') && program_path.is_dir() {
