@@ -662,7 +662,9 @@ fn run_keeps_relative_report_paths_where_it_was_started() {
     std::fs::create_dir_all(dir.join("reports")).unwrap();
     let prog = scenarios();
     let script = ["sh", "-c", "cd sub && exec \"$0\" oob", s(&prog)];
-    let cases: [(&[&str], &[(&str, &str)], &[&str]); 3] = [
+    // (run's options, the environment, the files expected under the start folder, sorted)
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: [Case; 3] = [
         (
             &["--report", "reports/r.json", "--trace", "reports/"],
             &[],

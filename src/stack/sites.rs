@@ -311,15 +311,7 @@ const NO_MORE_PATHS: u32 = NO_SITE - 1 - PATHS_PER_KEY as u32;
 fn no_site(key: SiteKey, generation: u32, slot: usize, known: &[(u32, Path)]) -> Option<Found> {
     let sites = known.len();
     for &(site, path) in known {
-        remember(
-            slot,
-            Recent {
-                key,
-                generation,
-                site: site + 1,
-                path,
-            },
-        );
+        found(key, generation, slot, site, path, 0);
     }
     remember(
         slot,
