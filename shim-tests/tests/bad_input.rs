@@ -215,7 +215,9 @@ fn every_variable_with_bad_values_gets_one_line_and_changes_nothing() {
     println!("bad variables: {tried} values tried ({bad_values} bad, each one line), plus all {} at once", all.len());
 }
 
-/// Writes that cannot succeed: one line naming the path and the variable; same exit and stdout.
+/// Writes that cannot succeed: one line naming the path, the variable and the default path the
+/// file went to instead (bad configuration gives the default, as `cudablame run` does; a
+/// fresh-user trial found that the bare library wrote no report); same exit and stdout.
 #[test]
 fn unwritable_report_paths_get_one_line() {
     let base = scratch().join("unwritable");
@@ -268,15 +270,40 @@ fn unwritable_report_paths_get_one_line() {
                 "the text report still comes: {}",
                 r.stderr
             );
+            // The default path instead, in the folder the program started in.
+            let default = match var {
+                "CUDABLAME_REPORT" => "cudablame-",
+                _ => "cudablame-trace-",
+            };
+            // (the report's default is written under CUDABLAME_TRACE too: it is unset then)
+            let all: Vec<PathBuf> = std::fs::read_dir(base.join("run"))
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .collect();
+            let is_trace = |p: &PathBuf| p.to_string_lossy().contains("/cudablame-trace-");
+            let written: Vec<&PathBuf> = (all.iter())
+                .filter(|p| is_trace(p) == (var == "CUDABLAME_TRACE"))
+                .collect();
+            assert_eq!(written.len(), 1, "{label} {var}: {all:?}");
+            let name = written[0]
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            assert!(name.starts_with(default), "{name}");
+            assert!(
+                lines[0].ends_with(&format!("; wrote it to {name} instead (fix {var})")),
+                "{}",
+                lines[0]
+            );
+            let json: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(written[0]).unwrap()).unwrap();
             if var == "CUDABLAME_REPORT" {
-                // No JSON was written: the cut stacks do not send the reader to one.
-                assert!(!r.stderr.contains("in the JSON report"), "{}", r.stderr);
-                assert!(
-                    r.stderr
-                        .contains("more frames not shown: no JSON report was written"),
-                    "{}",
-                    r.stderr
-                );
+                assert_eq!(json["culprit"]["op"]["kernel"], "oob_write");
+            }
+            for p in &all {
+                std::fs::remove_file(p).unwrap();
             }
             tried += 1;
         }

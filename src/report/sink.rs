@@ -51,8 +51,12 @@ pub(crate) fn write_trace<T: serde::Serialize>(
 
 /// Expands `pattern` and writes a new file there with `fill` (see [`write_new`]). A pattern that
 /// names a directory (an existing one, or ending in `/`) gets the file `in_directory` inside it.
-/// Failures (unwritable, full disk, over the file size limit, ...) print one line naming `what` and
-/// the variable that sets the path, and return `None`: the program goes on as without cudablame.
+/// Where that fails (a device or `/proc`, a missing or unwritable folder, a full disk, over the
+/// file size limit, ...) the file goes to `in_directory` itself, the default path (bad
+/// configuration gives the default, as `cudablame run` does before the program starts; found
+/// by a fresh-user trial: the bare library wrote no report at all), and one line names `what`,
+/// the variable that sets the path, and where the file went (or that the default failed too:
+/// `None`). The program goes on as without cudablame either way.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_file(
     what: &str,
@@ -64,27 +68,58 @@ pub(crate) fn write_file(
     rank: u32,
     fill: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
 ) -> Option<String> {
-    let expanded = anchored(expand(pattern, pid, host, rank));
-    if let Some(problem) = cudablame_report::pattern::not_a_file(&expanded) {
-        crate::safety::say(&format!(
-            "cudablame: cannot write the {what}: {} (set {var})",
-            crate::safety::shorten(&problem, 200)
-        ));
+    let mut content = Vec::new();
+    if let Err(e) = fill(&mut content) {
+        crate::safety::say(&format!("cudablame: cannot write the {what}: {e}"));
         return None;
     }
-    // A real directory only: a symlink planted at the path is never followed, not even to one.
-    let path =
-        cudablame_report::pattern::file_path(&expanded, &expand(in_directory, pid, host, rank));
-    match write_new(&path, fill) {
-        Ok(p) => Some(p),
-        Err(e) => {
-            crate::safety::say(&format!(
-                "cudablame: cannot write the {what} to {}: {e} (set {var})",
-                crate::safety::shorten(&path.display().to_string(), 200)
-            ));
-            None
+    let in_folder = expand(in_directory, pid, host, rank);
+    let to = |pattern: &str| {
+        write_to(
+            &anchored(expand(pattern, pid, host, rank)),
+            &in_folder,
+            &content,
+        )
+    };
+    let problem = match to(pattern) {
+        Ok(p) => return Some(p),
+        Err(problem) => crate::safety::shorten(&problem, 200),
+    };
+    let default = (pattern != in_directory).then(|| to(in_directory));
+    let (written, instead) = match default {
+        None => (None, String::new()),
+        Some(Ok(p)) => {
+            let instead = format!("; wrote it to {p} instead");
+            (Some(p), instead)
         }
+        Some(Err(e)) => (
+            None,
+            format!(
+                "; nor to the default path: {}",
+                crate::safety::shorten(&e, 200)
+            ),
+        ),
+    };
+    crate::safety::say(&format!(
+        "cudablame: cannot write the {what} {problem}{instead} (fix {var})"
+    ));
+    written
+}
+
+/// Writes `content` as a new file at `expanded` (inside it as `in_folder` where it names a
+/// folder: `pattern::file_path`); returns the path written, or why not (": PROBLEM" or
+/// "to PATH: ERROR", to follow "cannot write the report").
+fn write_to(expanded: &std::path::Path, in_folder: &str, content: &[u8]) -> Result<String, String> {
+    if let Some(problem) = cudablame_report::pattern::not_a_file(expanded) {
+        return Err(format!(": {problem}"));
     }
+    // A real directory only: a symlink planted at the path is never followed, not even to one.
+    let path = cudablame_report::pattern::file_path(expanded, in_folder);
+    write_new(&path, |f| {
+        f.extend_from_slice(content);
+        Ok(())
+    })
+    .map_err(|e| format!("to {}: {e}", path.display()))
 }
 
 /// A relative `path` made relative to the directory the program started in
