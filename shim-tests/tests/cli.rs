@@ -711,3 +711,37 @@ fn run_keeps_relative_report_paths_where_it_was_started() {
         }
     }
 }
+
+/// `--report` and `--trace` naming one file: refused before the program starts (a fresh-user
+/// trial: the trace went to `NAME.1.json` beside the report, unsaid); `off` for both is fine.
+#[test]
+fn run_refuses_one_path_for_report_and_trace() {
+    let dir = fresh_dir("same-path");
+    let same = dir.join("same.json");
+    let o = cli(
+        &[
+            "run",
+            "--report",
+            s(&same),
+            "--trace",
+            s(&same),
+            "--",
+            "sh",
+            "-c",
+            "echo RAN",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "");
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("both name"), "{}", stderr(&o));
+    let o = cli(
+        &[
+            "run", "--report", "off", "--trace", "off", "--", "sh", "-c", "echo RAN",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "RAN\n");
+}

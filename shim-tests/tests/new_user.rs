@@ -857,11 +857,23 @@ fn launcher_at(root: &Path) -> (PathBuf, String) {
     (launcher, path)
 }
 
+/// Runs the launcher copy `launcher` (from [`launcher_at`] under `root`) with `path` as PATH and
+/// `root/target` as CARGO_TARGET_DIR, which the launcher honours: an inherited one sent it to
+/// the real build (a fresh-user trial, `CARGO_TARGET_DIR=... scripts/test.sh`).
+fn launch(root: &Path, launcher: &Path, path: &str, args: &[&str]) -> Output {
+    let target = root.join("target");
+    cli_in(
+        launcher,
+        args,
+        &[("PATH", path), ("CARGO_TARGET_DIR", s(&target))],
+    )
+}
+
 #[test]
 fn the_launcher_says_it_is_building_on_its_first_run_and_nothing_once_built() {
     let root = fresh("launcher-first-run");
     let (launcher, path) = launcher_at(&root);
-    let o = cli_in(&launcher, &["demo"], &[("PATH", &path)]);
+    let o = launch(&root, &launcher, &path, &["demo"]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     // The first build takes minutes (about 6 on 2 cores): one line first, on stderr.
     assert_eq!(
@@ -872,7 +884,7 @@ fn the_launcher_says_it_is_building_on_its_first_run_and_nothing_once_built() {
     );
     assert_eq!(out(&o), "BUILT-COMMAND demo\n");
     // Built: the command's own output only, as before.
-    let o = cli_in(&launcher, &["run", "--", "./app"], &[("PATH", &path)]);
+    let o = launch(&root, &launcher, &path, &["run", "--", "./app"]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(err(&o), "");
     assert_eq!(out(&o), "BUILT-COMMAND run -- ./app\n");

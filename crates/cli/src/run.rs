@@ -245,6 +245,17 @@ pub fn run(args: RunArgs) -> ExitCode {
         }
     };
     let lib = lib.canonicalize().unwrap_or(lib);
+    if let (Some(r), Some(t)) = (args.report.as_deref(), args.trace.as_deref()) {
+        // One file for both: the trace went to `NAME.1.json` beside the report, unsaid (a
+        // fresh-user trial).
+        if r == t && !no_path(r) {
+            eprintln!(
+                "cudablame run: --report and --trace both name {r:?}: give each its own path \
+                 (the program was not started)"
+            );
+            return ExitCode::from(2);
+        }
+    }
     // The report and trace folders are made now: at fault time a missing folder loses the report.
     let report = match settle(
         "--report",
