@@ -536,8 +536,10 @@ fn full_disk_and_file_size_limit() {
         return;
     };
     let mut cmd = command(&unshare, &["-r", "-m", "sh", "-c", &script]);
+    // In `base`: the report that the full disk refused goes to the default path there.
     cmd.env("LD_PRELOAD", shim())
-        .env("CUDABLAME_REPORT", mnt.join("r.json"));
+        .env("CUDABLAME_REPORT", mnt.join("r.json"))
+        .current_dir(&base);
     let (out, _) = output_within(&mut cmd, Duration::from_secs(60));
     if !mounted.exists() {
         println!(
@@ -551,6 +553,11 @@ fn full_disk_and_file_size_limit() {
     let lines = said(&stderr);
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(lines[0].contains("No space left on device"), "{}", lines[0]);
+    let instead = (lines[0].split("; wrote it to ").nth(1))
+        .and_then(|rest| rest.strip_suffix(" instead (fix CUDABLAME_REPORT)"));
+    let instead = base.join(instead.unwrap_or_else(|| panic!("{}", lines[0])));
+    assert!(instead.is_file(), "{}", lines[0]);
+    std::fs::remove_file(&instead).unwrap();
     assert_eq!(
         std::fs::read_to_string(&listing).unwrap(),
         "",

@@ -127,7 +127,7 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         eprintln!("cudablame demo: --report {p:?}: {e}; give a path pattern, or --report off");
         return ExitCode::from(2);
     }
-    let from_env = from_env.filter(|v| match cudablame_report::pattern::problem(v.trim()) {
+    let from_env = from_env.filter(|v| match crate::run::given_report_problem(v.trim()) {
         Some(e) if args.report.is_none() => {
             eprintln!("cudablame demo: CUDABLAME_REPORT={v:?}: {e}; using the demo's default");
             false
