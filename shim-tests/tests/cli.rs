@@ -125,6 +125,13 @@ fn help_documents_commands_jobs_and_examples() {
     ] {
         assert!(run.contains(word), "run --help lacks {word}:\n{run}");
     }
+    // `--markers`' values as its value name lists them; `on` (budget's other name) still taken.
+    assert!(
+        run.contains("[possible values: budget, every, off]"),
+        "{run}"
+    );
+    let o = cli(&["run", "--markers", "on", "--", "true"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     for cmd in ["show", "summary", "demo"] {
         let o = cli(&[cmd, "--help"], &[]);
         assert_eq!(o.status.code(), Some(0));

@@ -47,7 +47,7 @@ pub struct RunArgs {
     /// most 32 ops apart, and before each wait), every (after each op: exact illegal-address
     /// verdicts, about +2 us GPU per op), off (culprits are
     /// named as suspects only) [CUDABLAME_MARKERS]
-    #[arg(long, value_name = "budget|every|off", value_parser = ["budget", "every", "on", "off"])]
+    #[arg(long, value_name = "budget|every|off", value_parser = markers_values())]
     markers: Option<String>,
     /// Launch stacks: native (a copy per launch site, shared by its launches through the same
     /// native frames), every (a copy per launch), off [CUDABLAME_STACK]
@@ -60,6 +60,18 @@ pub struct RunArgs {
     /// The program and its arguments (after `--`)
     #[arg(required = true, value_name = "CMD", trailing_var_arg = true)]
     command: Vec<OsString>,
+}
+
+/// `--markers`' values: `on`, the library's other name for `budget`, is taken but not listed
+/// (the help said `<budget|every|off>` over "possible values: budget, every, on, off").
+fn markers_values() -> clap::builder::PossibleValuesParser {
+    use clap::builder::PossibleValue;
+    clap::builder::PossibleValuesParser::new([
+        PossibleValue::new("budget"),
+        PossibleValue::new("every"),
+        PossibleValue::new("on").hide(true),
+        PossibleValue::new("off"),
+    ])
 }
 
 /// The library's default report path pattern (`CUDABLAME_REPORT` unset; src/config.rs): the

@@ -19,25 +19,25 @@ const HINTS: &[(&str, &[&str], &str)] = &[
     (
         "embedding",
         &["CUDA_ERROR_ASSERT", "CUDA_ERROR_ILLEGAL_ADDRESS"],
-        "an embedding kernel failed: check the index tensor's range against the table size \
+        "an embedding kernel failed: check its indices (the index tensor, in PyTorch) against the table size \
          (0 <= index < num_embeddings)",
     ),
     (
         "index",
         &["CUDA_ERROR_ASSERT", "CUDA_ERROR_ILLEGAL_ADDRESS"],
-        "an indexing kernel failed: check the index tensor's range against the size of the indexed \
+        "an indexing kernel failed: check its indices (the index tensor, in PyTorch) against the size of the indexed \
          dimension (-size <= index < size)",
     ),
     (
         "gather",
         &["CUDA_ERROR_ASSERT", "CUDA_ERROR_ILLEGAL_ADDRESS"],
-        "a gather kernel failed: check the index tensor's range against the size of the gathered \
+        "a gather kernel failed: check its indices (the index tensor, in PyTorch) against the size of the gathered \
          dimension (0 <= index < size)",
     ),
     (
         "scatter",
         &["CUDA_ERROR_ASSERT", "CUDA_ERROR_ILLEGAL_ADDRESS"],
-        "a scatter kernel failed: check the index tensor's range against the size of the target \
+        "a scatter kernel failed: check its indices (the index tensor, in PyTorch) against the size of the target \
          dimension (0 <= index < size; negative indices are not allowed)",
     ),
     (
