@@ -132,6 +132,24 @@ fn help_documents_commands_jobs_and_examples() {
     );
     let o = cli(&["run", "--markers", "on", "--", "true"], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A report not named *.json: one note (summary FOLDER would not find it), the program runs.
+    let dir = fresh_dir("no-json-ending");
+    let o = cli(
+        &["run", "--report", s(&dir.join("x-%p")), "--", "true"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("does not end in .json"),
+        "{}",
+        stderr(&o)
+    );
+    let o = cli(
+        &["run", "--report", s(&dir.join("x-%p.json")), "--", "true"],
+        &[],
+    );
+    assert_eq!(stderr(&o), "");
     for cmd in ["show", "summary", "demo"] {
         let o = cli(&[cmd, "--help"], &[]);
         assert_eq!(o.status.code(), Some(0));

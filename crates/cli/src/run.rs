@@ -168,6 +168,15 @@ fn settle(
             );
             return Err(ExitCode::from(2));
         }
+        // A report file not named `*.json`: written, but `summary FOLDER` looks for that ending
+        // (a fresh-user trial: `--report x-%p`, then `summary .` found nothing). Said, not refused.
+        let lands_inside = p.ends_with('/') || std::path::Path::new(p).is_dir();
+        if default.is_some() && !no_path(p) && !lands_inside && !p.ends_with(".json") {
+            eprintln!(
+                "cudablame run: note: {option} {p:?} does not end in .json; `cudablame summary \
+                 FOLDER` reads only *.json files (name the report itself to read it)"
+            );
+        }
         return Ok(Some(p.to_string()));
     }
     let from_env = std::env::var(var).ok();
