@@ -23,14 +23,28 @@ pub struct ShowArgs {
     /// Every frame of every stack, the whole confidence reasoning and every other unfinished op
     #[arg(long, short)]
     verbose: bool,
-    /// JSON reports written by cudablame; `-` reads one from standard input
-    #[arg(value_name = "REPORT.json", required = true)]
+    /// JSON reports written by cudablame; `-` (or none, with standard input not a terminal:
+    /// `cudablame show < r.json`) reads one from standard input
+    #[arg(value_name = "REPORT.json")]
     reports: Vec<PathBuf>,
 }
 
 pub fn show(args: ShowArgs) -> ExitCode {
     let mut status = ExitCode::SUCCESS;
-    for path in &args.reports {
+    let mut reports = args.reports;
+    if reports.is_empty() {
+        // `cudablame show < r.json` (a fresh-user trial: clap's "required arguments" error).
+        use std::io::IsTerminal;
+        if std::io::stdin().is_terminal() {
+            eprintln!(
+                "cudablame show: give a report (cudablame show REPORT.json), or - to read one \
+                 from standard input"
+            );
+            return ExitCode::from(2);
+        }
+        reports.push(PathBuf::from("-"));
+    }
+    for path in &reports {
         match load(path) {
             Ok(Loaded::Trace) => {
                 eprintln!(
