@@ -308,6 +308,15 @@ fn summary_says_where_it_found_nothing_and_names_unusable_reports() {
         "{e}"
     );
     assert!(!e.contains("trace.json"), "{e}");
+    // `show` words the cut report as `summary` does (a fresh-user trial: "is not a cudablame
+    // report: invalid JSON" there).
+    let o = cli(&["show", s(&dir.join("cut.json"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("cut.json is a truncated or damaged report ("),
+        "{}",
+        err(&o)
+    );
 
     // `-`: one report from standard input, as `show` reads it.
     let mut cmd = command(&cudablame(), &["summary", "-"]);

@@ -89,6 +89,14 @@ pub fn preload_value(lib: &std::path::Path, existing: Option<&str>) -> String {
     }
 }
 
+/// Whether `bytes`, which are not valid JSON, are a report cut short (a full disk, a killed
+/// writer): a report still starts with its schema (`"cudablame.report/`) within its first 200
+/// bytes. `show` and `summary` word such a file alike.
+pub fn cut_short_report(bytes: &[u8]) -> bool {
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+    head.contains("\"cudablame.report/")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

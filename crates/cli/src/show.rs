@@ -156,8 +156,14 @@ fn parse_named(bytes: &[u8], name: &str) -> Result<Loaded, String> {
             bytes.len()
         ));
     }
-    let value: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|e| format!("{name} is not a cudablame report: invalid JSON ({e})"))?;
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        // Worded as `summary` words it (a fresh-user trial).
+        if crate::common::cut_short_report(bytes) {
+            format!("{name} is a truncated or damaged report ({e})")
+        } else {
+            format!("{name} is not a cudablame report: invalid JSON ({e})")
+        }
+    })?;
     if value.get("traceEvents").is_some() && value.get("schema").is_none() {
         return Ok(Loaded::Trace);
     }

@@ -184,10 +184,8 @@ fn classify(bytes: &[u8]) -> Kind {
             }
             _ => Kind::Other,
         },
-        // Not JSON: a report cut short (full disk, killed writer) still starts with its schema.
         Err(e) => {
-            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
-            if head.contains("\"cudablame.report/") {
+            if crate::common::cut_short_report(bytes) {
                 Kind::Unusable(format!("a truncated or damaged report ({e})"))
             } else {
                 Kind::Other
