@@ -152,23 +152,28 @@ pub(crate) fn say(line: &str) {
 }
 
 /// Writes `bytes` to file descriptor 2 and ignores failures. Unlike `eprint!` it never panics
-/// (a closed or broken stderr is the program's business), and `SIGPIPE` is blocked on this thread
-/// for the write, a `SIGPIPE` it raised is consumed: a program whose stderr reader went away is
-/// not killed because cudablame wrote there.
+/// (a closed or broken stderr is the program's business), and `SIGPIPE` and `SIGXFSZ` are blocked
+/// on this thread for the write, and one it raised is consumed: a program whose stderr reader
+/// went away, or whose stderr is a file at its `ulimit -f` (a break-it review: exit 153, stdout
+/// cut), is not killed because cudablame wrote there.
 pub(crate) fn write_stderr(bytes: &[u8]) {
     // SAFETY: signal-mask and write system calls on local, initialized data.
     unsafe {
         let mut pipe: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut pipe);
         libc::sigaddset(&mut pipe, libc::SIGPIPE);
+        // SIGXFSZ too: a stderr redirected to a file under `ulimit -f` would kill the program
+        // for cudablame's own text (the write then fails with EFBIG instead).
+        libc::sigaddset(&mut pipe, libc::SIGXFSZ);
         let mut old: libc::sigset_t = std::mem::zeroed();
         let masked = libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old) == 0;
         let mut pending: libc::sigset_t = std::mem::zeroed();
-        let was_pending = masked
-            && libc::sigpending(&mut pending) == 0
-            && libc::sigismember(&pending, libc::SIGPIPE) == 1;
+        let got_pending = masked && libc::sigpending(&mut pending) == 0;
+        let was_pending = got_pending && libc::sigismember(&pending, libc::SIGPIPE) == 1;
+        let xfsz_was_pending = got_pending && libc::sigismember(&pending, libc::SIGXFSZ) == 1;
         let mut rest = bytes;
         let mut broken = false;
+        let mut too_big = false;
         while !rest.is_empty() {
             let n = libc::write(2, rest.as_ptr() as *const libc::c_void, rest.len());
             if n > 0 {
@@ -180,15 +185,24 @@ pub(crate) fn write_stderr(bytes: &[u8]) {
                 continue;
             }
             broken = err == libc::EPIPE;
+            too_big = err == libc::EFBIG;
             break;
         }
         if masked {
-            if broken && !was_pending {
+            // Each signal this write raised (not one pending before it) is consumed.
+            let raised = [
+                (libc::SIGPIPE, broken && !was_pending),
+                (libc::SIGXFSZ, too_big && !xfsz_was_pending),
+            ];
+            for (signal, _) in raised.into_iter().filter(|&(_, r)| r) {
                 let zero = libc::timespec {
                     tv_sec: 0,
                     tv_nsec: 0,
                 };
-                libc::sigtimedwait(&pipe, std::ptr::null_mut(), &zero);
+                let mut one: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut one);
+                libc::sigaddset(&mut one, signal);
+                libc::sigtimedwait(&one, std::ptr::null_mut(), &zero);
             }
             libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         }

@@ -796,6 +796,11 @@ fn a_renamed_start_folder_still_gets_the_report() {
             "{start} {from}->{to}: {}",
             r.stderr
         );
+        if moved.is_some() {
+            // Named in full: a relative path would read as the user's own folder (a review).
+            let full = root.join(expect).join("r.json").display().to_string();
+            assert!(r.stderr.contains(&full), "{full}: {}", r.stderr);
+        }
         // The same run without cudablame ends the same way.
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(root.join(start).join("reports")).unwrap();
@@ -837,4 +842,52 @@ fn a_start_folder_named_in_odd_bytes_gets_the_report() {
     let written: serde_json::Value =
         serde_json::from_slice(&std::fs::read(start.join("reports/r.json")).unwrap()).unwrap();
     assert_eq!(written["culprit"]["op"]["kernel"], "oob_write");
+}
+
+/// The text report on a stderr redirected to a file under `ulimit -f`: the write past the limit
+/// fails (EFBIG), it does not kill the program with SIGXFSZ (exit 153 from a shell, stdout cut).
+#[test]
+fn stderr_to_a_file_past_the_file_size_limit_keeps_the_program() {
+    let dir = scratch().join("fsize-stderr");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |shim_on: bool| {
+        let err = std::fs::File::create(dir.join(format!("err-{shim_on}.txt"))).unwrap();
+        let mut cmd = command(&scenarios(), &["oob"]);
+        cmd.current_dir(&dir)
+            .env("CUDABLAME_REPORT", "off")
+            .stderr(err);
+        if shim_on {
+            cmd.env("LD_PRELOAD", shim());
+        }
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                let lim = libc_rlimit {
+                    cur: 1024,
+                    max: 1024,
+                };
+                if setrlimit(1, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
+        (out.status.code(), out.status.signal(), out.stdout)
+    };
+    use std::os::unix::process::ExitStatusExt;
+    let plain = run(false);
+    let shimmed = run(true);
+    assert_eq!(shimmed.1, None, "killed by signal {:?}", shimmed.1);
+    assert_eq!(shimmed.0, plain.0);
+    // Less the pid lines.
+    let rest = |o: &[u8]| {
+        String::from_utf8_lossy(o)
+            .lines()
+            .filter(|l| !l.starts_with("pid=") && !l.starts_with("main_tid="))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(rest(&shimmed.2), rest(&plain.2));
 }

@@ -813,6 +813,15 @@ pub(crate) fn start_dir() -> Option<&'static std::path::Path> {
     (id(std::path::Path::new(".")) != Some(start) && id(path) == Some(start)).then_some(path)
 }
 
+/// Whether the working directory is no longer the folder the program started in (known by its
+/// device and inode), whatever [`start_dir`] says about that folder's path.
+pub(crate) fn moved_away() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    START_DIR.get().is_some_and(|(_, start)| {
+        std::fs::metadata(".").ok().map(|m| (m.dev(), m.ino())) != Some(start)
+    })
+}
+
 #[used]
 #[link_section = ".init_array"]
 static NOTE_LOAD_TIME: extern "C" fn() = note_load_time;

@@ -129,9 +129,19 @@ fn write_to(expanded: &std::path::Path, in_folder: &str, content: &[u8]) -> Resu
 /// one looked); unchanged otherwise, so a report's path reads as it was given. A path, not a
 /// string: the start folder's name may not be UTF-8.
 fn anchored(path: String) -> std::path::PathBuf {
+    if std::path::Path::new(&path).is_absolute() {
+        return path.into();
+    }
     match super::start_dir() {
-        Some(start) if std::path::Path::new(&path).is_relative() => start.join(&path),
-        _ => path.into(),
+        Some(start) => start.join(&path),
+        // The program moved away and its start folder is lost (renamed or deleted): the current
+        // folder, named in full, since a relative path in the line and the report would read
+        // as the user's folder.
+        None if super::moved_away() => match std::env::current_dir() {
+            Ok(now) => now.join(&path),
+            Err(_) => path.into(),
+        },
+        None => path.into(),
     }
 }
 

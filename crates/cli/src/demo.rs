@@ -127,13 +127,20 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         eprintln!("cudablame demo: --report {p:?}: {e}; give a path pattern, or --report off");
         return ExitCode::from(2);
     }
-    let from_env = from_env.filter(|v| match crate::run::given_report_problem(v.trim()) {
-        Some(e) if args.report.is_none() => {
-            eprintln!("cudablame demo: CUDABLAME_REPORT={v:?}: {e}; using the demo's default");
-            false
-        }
-        _ => true,
-    });
+    // Checked only where it is used: the check makes the pattern's folder (a variable that
+    // `--report` overrides left its folder behind).
+    let from_env =
+        from_env.filter(|_| args.report.is_none()).filter(
+            |v| match crate::run::given_report_problem(v.trim()) {
+                Some(e) => {
+                    eprintln!(
+                        "cudablame demo: CUDABLAME_REPORT={v:?}: {e}; using the demo's default"
+                    );
+                    false
+                }
+                _ => true,
+            },
+        );
     let report_dir_given = args.report_dir.is_some() && args.report.is_none();
     let report = match args.report.or(from_env) {
         Some(pattern) => pattern,

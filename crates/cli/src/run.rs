@@ -242,7 +242,13 @@ fn from_here(settled: Option<String>, var: &str, default: Option<&str>) -> Optio
         (None, Some(v)) => v.to_str()?.to_string(),
         (None, None) => default?.to_string(),
     };
-    if no_path(&value) || value.starts_with('/') {
+    // As the library reads it: trimmed (a value ` /abs/r.json` became `HERE/ /abs/r.json`), and
+    // one it warns about (an on/off word such as `1`, a bad escape) left as it is, for that
+    // warning and its default (`HERE/1` was no on/off word: a report file named `1`, unsaid; a
+    // break-it review).
+    let value = value.trim();
+    let warned = cudablame_report::pattern::problem(value).is_some();
+    if no_path(value) || value.starts_with('/') || warned {
         return settled;
     }
     let Some(here) = std::env::current_dir()
@@ -341,5 +347,31 @@ pub fn run(args: RunArgs) -> ExitCode {
             eprintln!("cudablame run: cannot run {name}: {err}");
             ExitCode::from(126)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::from_here;
+
+    /// A value the library trims or warns about is not prefixed with this folder: ` /abs`
+    /// became `HERE/ /abs` (the report lost to the fallback), `1` became `HERE/1` (a report
+    /// file named `1`, where the library would have said "is not a path"; a break-it review).
+    #[test]
+    fn from_here_reads_the_value_as_the_library_does() {
+        let var = "CUDABLAME_REVIEW_UNSET_VAR";
+        for v in [" /abs/r.json", "1", "on", " yes ", "r-%q.json"] {
+            assert_eq!(
+                from_here(Some(v.into()), var, None),
+                Some(v.to_string()),
+                "{v:?}"
+            );
+        }
+        let here = std::env::current_dir().unwrap();
+        let here = here.to_str().unwrap().replace('%', "%%");
+        assert_eq!(
+            from_here(Some(" r.json ".into()), var, None),
+            Some(format!("{here}/r.json"))
+        );
     }
 }
