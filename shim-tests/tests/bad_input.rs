@@ -483,22 +483,7 @@ fn full_disk_and_file_size_limit() {
             &[OsStr::new("oob")],
             shim_on,
             &[("CUDABLAME_REPORT", os("r.json"))],
-            |cmd| {
-                use std::os::unix::process::CommandExt;
-                // SAFETY: setrlimit is async-signal-safe.
-                unsafe {
-                    cmd.pre_exec(|| {
-                        let lim = libc_rlimit {
-                            cur: 4096,
-                            max: 4096,
-                        };
-                        if setrlimit(1, &lim) != 0 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                        Ok(())
-                    });
-                }
-            },
+            |cmd| limit_file_size(cmd, 4096),
         );
         assert_eq!(
             r.ending, plain.ending,
@@ -859,20 +844,7 @@ fn stderr_to_a_file_past_the_file_size_limit_keeps_the_program() {
         if shim_on {
             cmd.env("LD_PRELOAD", shim());
         }
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setrlimit is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                let lim = libc_rlimit {
-                    cur: 1024,
-                    max: 1024,
-                };
-                if setrlimit(1, &lim) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        limit_file_size(&mut cmd, 1024);
         let out = cmd.output().unwrap();
         (out.status.code(), out.status.signal(), out.stdout)
     };
@@ -890,4 +862,23 @@ fn stderr_to_a_file_past_the_file_size_limit_keeps_the_program() {
             .join("\n")
     };
     assert_eq!(rest(&shimmed.2), rest(&plain.2));
+}
+
+/// Runs `cmd` under a file size limit (`ulimit -f`) of `bytes`: a write past it fails with
+/// EFBIG and raises SIGXFSZ.
+fn limit_file_size(cmd: &mut Command, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc_rlimit {
+                cur: bytes,
+                max: bytes,
+            };
+            if setrlimit(1, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
