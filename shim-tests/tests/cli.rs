@@ -680,6 +680,28 @@ fn demo_refuses_devices_as_run_does_and_never_reads_one() {
     assert_eq!(written.len(), 1, "{written:?}");
     let name = written[0].file_name().to_string_lossy().into_owned();
     assert!(name.starts_with("cudablame-demo-"), "{name}");
+    // A folder that depends on the pid (the demo's is not its program's): no folder made for
+    // the demo's pid (a review found a stray one); the library, finding no such folder, writes
+    // its default here, and the demo finds the report there.
+    let dir = fresh_dir("demo-pid-folder");
+    let o = cli_in(
+        &dir,
+        &["demo", "--simulated"],
+        &[("CUDABLAME_REPORT", "rep-%p/r.json")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let written: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let name = written[0].file_name().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("cudablame-") && name.ends_with(".json"),
+        "{name}"
+    );
+    assert!(
+        stderr(&o).contains(&format!("JSON report: {name}")),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// `cudablame run` fixes a relative report or trace path at the folder it was started in, where

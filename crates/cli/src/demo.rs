@@ -128,19 +128,22 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     // Checked only where it is used: the check makes the pattern's folder (a variable that
-    // `--report` overrides left its folder behind).
-    let from_env =
-        from_env.filter(|_| args.report.is_none()).filter(
-            |v| match crate::run::given_report_problem(v.trim()) {
-                Some(e) => {
-                    eprintln!(
-                        "cudablame demo: CUDABLAME_REPORT={v:?}: {e}; using the demo's default"
-                    );
-                    false
-                }
-                _ => true,
-            },
-        );
+    // `--report` overrides left its folder behind); a folder that depends on the pid is not
+    // made (the demo's pid is not its program's: a review found a stray folder), only the
+    // pattern checked.
+    let check = |v: &str| match v.rsplit_once('/') {
+        Some((dir, _)) if dir.contains('%') => cudablame_report::pattern::problem(v),
+        _ => crate::run::given_report_problem(v),
+    };
+    let from_env = from_env
+        .filter(|_| args.report.is_none())
+        .filter(|v| match check(v.trim()) {
+            Some(e) => {
+                eprintln!("cudablame demo: CUDABLAME_REPORT={v:?}: {e}; using the demo's default");
+                false
+            }
+            _ => true,
+        });
     let report_dir_given = args.report_dir.is_some() && args.report.is_none();
     let report = match args.report.or(from_env) {
         Some(pattern) => pattern,
@@ -238,7 +241,10 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let found = written_report(&report, pid, started_ns);
+    // Where the pattern says, else where the library put it when it could not write there
+    // (its default in the folder the program started in, this one: `report::sink::write_file`).
+    let found = written_report(&report, pid, started_ns)
+        .or_else(|| written_report(crate::run::DEFAULT_REPORT, pid, started_ns));
     let path = found.as_ref().map_or_else(
         || crate::common::expand_pattern(&report, pid),
         |(p, _)| p.display().to_string(),
