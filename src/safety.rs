@@ -159,14 +159,14 @@ pub(crate) fn say(line: &str) {
 pub(crate) fn write_stderr(bytes: &[u8]) {
     // SAFETY: signal-mask and write system calls on local, initialized data.
     unsafe {
-        let mut pipe: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut pipe);
-        libc::sigaddset(&mut pipe, libc::SIGPIPE);
+        let mut blocked: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut blocked);
+        libc::sigaddset(&mut blocked, libc::SIGPIPE);
         // SIGXFSZ too: a stderr redirected to a file under `ulimit -f` would kill the program
         // for cudablame's own text (the write then fails with EFBIG instead).
-        libc::sigaddset(&mut pipe, libc::SIGXFSZ);
+        libc::sigaddset(&mut blocked, libc::SIGXFSZ);
         let mut old: libc::sigset_t = std::mem::zeroed();
-        let masked = libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old) == 0;
+        let masked = libc::pthread_sigmask(libc::SIG_BLOCK, &blocked, &mut old) == 0;
         let mut pending: libc::sigset_t = std::mem::zeroed();
         let got_pending = masked && libc::sigpending(&mut pending) == 0;
         let was_pending = got_pending && libc::sigismember(&pending, libc::SIGPIPE) == 1;

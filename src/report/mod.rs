@@ -799,27 +799,26 @@ impl StartDir {
     }
 }
 
-/// The folder the program started in (when the library was loaded), where a relative report
-/// path must be anchored to it: the program has moved out of it and its path, as read at load,
-/// still names it. `None` while the working directory is still the start folder, whatever its
-/// name now (it or a parent renamed: its old path names no folder, or another one), or when the
-/// start folder can no longer be found by that path (renamed or deleted after the program moved
-/// out) or was not read at load: the current folder then, so that the report is still written
-/// and its text names where (found by a break-it review: the report was lost in both cases).
-pub(crate) fn start_dir() -> Option<&'static std::path::Path> {
+/// The folder a relative report or trace path is anchored at where that is not the working
+/// directory: the folder the program started in (when the library was loaded), once the program
+/// has moved out of it, while its path as read at load still leads there; else, the start folder
+/// lost (renamed or deleted after the program moved out), the working directory named in full,
+/// since a relative path in the line and the report would read as the user's own folder. `None`
+/// while the working directory is still the start folder, whatever its name now (it or a parent
+/// renamed: its old path names no folder, or another one), or when the start folder was not read
+/// at load. Found by break-it reviews: the report was lost when the start folder was renamed,
+/// and named relative to the wrong folder when it was gone.
+pub(crate) fn anchor_dir() -> Option<std::path::PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let (path, start) = START_DIR.get()?;
     let id = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
-    (id(std::path::Path::new(".")) != Some(start) && id(path) == Some(start)).then_some(path)
-}
-
-/// Whether the working directory is no longer the folder the program started in (known by its
-/// device and inode), whatever [`start_dir`] says about that folder's path.
-pub(crate) fn moved_away() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    START_DIR.get().is_some_and(|(_, start)| {
-        std::fs::metadata(".").ok().map(|m| (m.dev(), m.ino())) != Some(start)
-    })
+    if id(std::path::Path::new(".")) == Some(start) {
+        return None;
+    }
+    if id(path) == Some(start) {
+        return Some(path.to_path_buf());
+    }
+    std::env::current_dir().ok()
 }
 
 #[used]

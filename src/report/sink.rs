@@ -115,15 +115,11 @@ fn write_to(expanded: &std::path::Path, in_folder: &str, content: &[u8]) -> Resu
     }
     // A real directory only: a symlink planted at the path is never followed, not even to one.
     let path = cudablame_report::pattern::file_path(expanded, in_folder);
-    write_new(&path, |f| {
-        f.extend_from_slice(content);
-        Ok(())
-    })
-    .map_err(|e| format!("to {}: {e}", path.display()))
+    write_new(&path, content).map_err(|e| format!("to {}: {e}", path.display()))
 }
 
 /// A relative `path` made relative to the directory the program started in
-/// (`super::start_dir`) where the program has changed its working directory since (found by a
+/// (`super::anchor_dir`) where the program has changed its working directory since (found by a
 /// fresh-user trial: a training script that moved into its run folder lost the report
 /// `cudablame run --report reports/r.json` had checked, and the default report landed where no
 /// one looked); unchanged otherwise, so a report's path reads as it was given. A path, not a
@@ -132,15 +128,8 @@ fn anchored(path: String) -> std::path::PathBuf {
     if std::path::Path::new(&path).is_absolute() {
         return path.into();
     }
-    match super::start_dir() {
-        Some(start) => start.join(&path),
-        // The program moved away and its start folder is lost (renamed or deleted): the current
-        // folder, named in full, since a relative path in the line and the report would read
-        // as the user's folder.
-        None if super::moved_away() => match std::env::current_dir() {
-            Ok(now) => now.join(&path),
-            Err(_) => path.into(),
-        },
+    match super::anchor_dir() {
+        Some(dir) => dir.join(&path),
         None => path.into(),
     }
 }
@@ -161,17 +150,15 @@ fn file_size_limit() -> Option<u64> {
     Some(lim.rlim_cur)
 }
 
-/// Writes a new file at `path` and returns the path written. The content is made in memory by
-/// `fill` (refused when larger than the file size limit), written to a file created exclusively in
+/// Writes a new file at `path` holding `content` and returns the path written. The content
+/// (refused when larger than the file size limit) is written to a file created exclusively in
 /// the target directory (a temporary name), flushed to disk, then linked to its final name without
 /// replacing anything there: a planted symlink or another process's file is never followed or
 /// overwritten (the file then goes to `NAME.1.json`, `NAME.2.json`, ...).
 pub(crate) fn write_new(
     path: impl AsRef<std::path::Path>,
-    fill: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
+    content: &[u8],
 ) -> std::io::Result<String> {
-    let mut content = Vec::new();
-    fill(&mut content)?;
     if let Some(limit) = file_size_limit().filter(|&l| content.len() as u64 > l) {
         return Err(std::io::Error::other(format!(
             "{} bytes exceed the file size limit of {limit} bytes (ulimit -f)",
@@ -191,7 +178,7 @@ pub(crate) fn write_new(
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
         .tempfile_in(&dir)
         .map_err(|e| std::io::Error::new(e.kind(), cudablame_report::pattern::os_reason(&e)))?;
-    tmp.as_file_mut().write_all(&content)?;
+    tmp.as_file_mut().write_all(content)?;
     tmp.as_file().sync_all()?;
     use cudablame_report::pattern::{numbered, MAX_NUMBERED};
     for n in 0..=MAX_NUMBERED {
@@ -226,7 +213,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.json").display().to_string();
-        let written = write_new(&path, |f| f.write_all(b"{}")).unwrap();
+        let written = write_new(&path, b"{}").unwrap();
         // What any program's File::create gets here (0666 less the umask).
         let plain = dir.path().join("plain");
         std::fs::File::create(&plain).unwrap();
@@ -239,7 +226,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.json").display().to_string();
         std::fs::write(&path, "theirs").unwrap();
-        let written = write_new(&path, |f| f.write_all(b"ours")).unwrap();
+        let written = write_new(&path, b"ours").unwrap();
         assert_eq!(written, dir.path().join("r.1.json").display().to_string());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "theirs");
         assert_eq!(std::fs::read_to_string(&written).unwrap(), "ours");

@@ -371,7 +371,7 @@ fn site_uncached(
     UNCACHED.fetch_add(1, Ordering::Relaxed);
     let mut t = TABLE.get().lock();
     // The key's sites, first to last: this launch's if it took one's path.
-    let (mut last, mut paths) = (NO_NEXT, 0);
+    let mut paths = 0;
     let mut known: [(u32, Path); PATHS_PER_KEY] = [(0, &[]); PATHS_PER_KEY];
     let mut at = t.index.get(&key).copied().unwrap_or(NO_NEXT);
     while at != NO_NEXT && paths < PATHS_PER_KEY {
@@ -381,7 +381,7 @@ fn site_uncached(
             return Some(found(key, generation, slot, at, path, 0));
         }
         known[paths] = (at, path);
-        (last, paths) = (at, paths + 1);
+        paths += 1;
         at = t.next[at as usize];
     }
     let bytes = bytes();
@@ -431,10 +431,11 @@ fn site_uncached(
     t.paths.push(path);
     t.next.push(NO_NEXT);
     t.bytes += bytes;
-    if last == NO_NEXT {
-        t.index.insert(key, site);
-    } else {
-        t.next[last as usize] = site;
+    match known[..paths].last() {
+        Some(&(last, _)) => t.next[last as usize] = site,
+        None => {
+            t.index.insert(key, site);
+        }
     }
     SITES.store(t.copies.len(), Ordering::Relaxed);
     drop(t);
@@ -709,14 +710,7 @@ mod tests {
         assert_eq!(count().0, sites + 3);
         assert_eq!(count().1, others + 10);
         // Remembered once on this thread, with the key's three sites.
-        let remembered: Vec<u32> = RECENT_SITES
-            .with(|r| {
-                (r.borrow().iter())
-                    .filter(|e| e.key == k)
-                    .map(|e| e.site)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let remembered = recent_entries(k);
         assert_eq!(
             remembered
                 .iter()
@@ -725,6 +719,18 @@ mod tests {
             1,
             "{remembered:?}"
         );
+    }
+
+    /// This thread's recent-sites entries of key `k` (their `site` fields), set order.
+    fn recent_entries(k: SiteKey) -> Vec<u32> {
+        RECENT_SITES
+            .with(|r| {
+                (r.borrow().iter())
+                    .filter(|e| e.key == k && e.site != 0)
+                    .map(|e| e.site)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// A thread whose launches of a key come only by a further path, the key's known sites not
@@ -743,14 +749,7 @@ mod tests {
         let got = rounds(&paths, k, &[(false, first), (true, further)]);
         assert!(got[0].iter().all(|s| s.is_some()), "{got:?}");
         assert_eq!(got[1], vec![None; 5]);
-        let entries: Vec<u32> = RECENT_SITES
-            .with(|r| {
-                (r.borrow().iter())
-                    .filter(|e| e.key == k && e.site != 0)
-                    .map(|e| e.site)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let entries = recent_entries(k);
         let further_entries = entries
             .iter()
             .filter(|&&e| e >= NO_MORE_PATHS && e != NO_SITE);

@@ -170,7 +170,7 @@ fn settle(
         }
         // A report file not named `*.json`: written, but `summary FOLDER` looks for that ending
         // (a fresh-user trial: `--report x-%p`, then `summary .` found nothing). Said, not refused.
-        let lands_inside = p.ends_with('/') || std::path::Path::new(p).is_dir();
+        let lands_inside = cudablame_report::pattern::lands_inside(std::path::Path::new(p));
         if default.is_some() && !no_path(p) && !lands_inside && !p.ends_with(".json") {
             eprintln!(
                 "cudablame run: note: {option} {p:?} does not end in .json; `cudablame summary \

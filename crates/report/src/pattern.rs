@@ -137,8 +137,8 @@ pub fn name_too_long(path: &str) -> Option<String> {
 
 /// Whether a report whose expanded path is `path` lands inside it ([`file_path`]): `path` ends
 /// in `/` or is a real folder (a symlink planted there is not followed). A path, not a string:
-/// the library's may begin with a start folder whose name is not UTF-8 (`report::start_dir`).
-fn lands_inside(path: &std::path::Path) -> bool {
+/// the library's may begin with a start folder whose name is not UTF-8 (`report::anchor_dir`).
+pub fn lands_inside(path: &std::path::Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     path.as_os_str().as_bytes().ends_with(b"/")
         || std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
