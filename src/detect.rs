@@ -96,7 +96,10 @@ fn remember_error_string(rc: CUresult, note: &str) {
                 .then(|| unsafe { CStr::from_ptr(s) })
         });
     let mut forward = error_string::RUNTIME_FORWARD.load(Ordering::Acquire);
-    if forward == 0 {
+    // Only where a shared runtime is loaded: a lookup that fails leaves its message for the
+    // program's next `dlerror()`, where it would have read NULL (a break-it review; a driver
+    // API program, or one with the static runtime, has none to find).
+    if forward == 0 && shared_runtime_loaded() {
         // Not called yet: the next definition in the global scope (a runtime only in a
         // library's local scope is not found here; its text is then matched against the
         // driver's, which scripts/gpu-errstr.sh checks is the same text).
@@ -117,6 +120,35 @@ fn remember_error_string(rc: CUresult, note: &str) {
             (!s.is_null()).then(|| unsafe { CStr::from_ptr(s) })
         });
     error_string::publish(rc, note, driver_text, runtime_text);
+}
+
+/// Whether a shared CUDA runtime (`libcudart.so*`) is loaded (`dl_iterate_phdr`, which sets no
+/// `dlerror` message).
+fn shared_runtime_loaded() -> bool {
+    unsafe extern "C" fn is_runtime(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        found: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader passes a valid entry whose name is NULL or NUL-terminated, and
+        // `found` is the `bool` below.
+        unsafe {
+            let name = (*info).dlpi_name;
+            if !name.is_null() {
+                let name = std::ffi::CStr::from_ptr(name).to_bytes();
+                let file = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
+                if file.starts_with(b"libcudart.so") {
+                    *found.cast::<bool>() = true;
+                    return 1;
+                }
+            }
+        }
+        0
+    }
+    let mut found = false;
+    // SAFETY: the callback only reads the entries and writes `found`, alive for the call.
+    unsafe { libc::dl_iterate_phdr(Some(is_runtime), (&mut found as *mut bool).cast()) };
+    found
 }
 
 /// The one stderr line for a launch that failed by itself (not sticky).

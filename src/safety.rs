@@ -143,6 +143,39 @@ fn install_panic_hook() {
     }));
 }
 
+/// The calling thread's `errno` (glibc's per-thread slot).
+#[inline(always)]
+pub(crate) fn errno() -> libc::c_int {
+    // SAFETY: `__errno_location` is valid on any live thread.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets the calling thread's `errno` to `value`.
+#[inline(always)]
+pub(crate) fn set_errno(value: libc::c_int) {
+    // SAFETY: as in [`errno`].
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// The calling thread's `errno`, put back when dropped: cudablame's own system calls (report
+/// files, `/proc` and `/sys` reads, `getcwd`, a failed write to stderr) must not change what the
+/// program reads in `errno` at `main` (ISO C: 0 there) or after a hooked call.
+pub(crate) struct KeepErrno(libc::c_int);
+
+impl KeepErrno {
+    #[inline(always)]
+    pub(crate) fn now() -> KeepErrno {
+        KeepErrno(errno())
+    }
+}
+
+impl Drop for KeepErrno {
+    #[inline(always)]
+    fn drop(&mut self) {
+        set_errno(self.0);
+    }
+}
+
 /// Writes one line (a newline is added) to stderr; see [`write_stderr`].
 pub(crate) fn say(line: &str) {
     let mut s = String::with_capacity(line.len() + 1);
@@ -157,6 +190,7 @@ pub(crate) fn say(line: &str) {
 /// went away, or whose stderr is a file at its `ulimit -f` (a break-it review: exit 153, stdout
 /// cut), is not killed because cudablame wrote there.
 pub(crate) fn write_stderr(bytes: &[u8]) {
+    let _errno = KeepErrno::now();
     // SAFETY: signal-mask and write system calls on local, initialized data.
     unsafe {
         let mut blocked: libc::sigset_t = std::mem::zeroed();

@@ -360,6 +360,50 @@ fn library_loaded_rtld_local_keeps_its_own_scope() {
         .any(|f| f == "launch_bad_kernel"));
 }
 
+/// A library loaded RTLD_LOCAL with a CUDA runtime of its own (an extension module built for
+/// `libcudart.so.11.0`) in a process whose global scope has another (`libcudart.so.12`): its
+/// `cudaGetDriverEntryPoint` reaches its own runtime through cudablame's export, as without
+/// cudablame. Before (a break-it review): the global scope was searched first, and runtime 12's
+/// function, which writes through a fourth parameter, was called with three.
+/// (`cudaGetErrorString` keeps the global scope's runtime once found: Known limits.)
+#[test]
+fn a_library_with_its_own_runtime_keeps_it() {
+    let dir = scratch().join("two-runtimes");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Each runtime's symbols carry its version, as the real runtimes' do: the extension's
+    // reference `cudaGetDriverEntryPoint@libcudart.so.11.0` binds to runtime 11 without
+    // cudablame (an unversioned one would bind to the global scope's runtime 12).
+    let lib = |name: &str, flags: &[&str]| {
+        let soname = format!("-Wl,-soname,{name}");
+        let mut extra = vec!["-shared", "-fPIC", &soname];
+        extra.extend_from_slice(flags);
+        compile_with("two_runtimes", &format!("two-runtimes/{name}"), &extra)
+    };
+    let versions = |name: &str| {
+        let map = dir.join(format!("{name}.map"));
+        std::fs::write(&map, format!("{name} {{ global: *; }};\n")).unwrap();
+        format!("-Wl,--version-script={}", map.display())
+    };
+    lib(
+        "libcudart.so.12",
+        &["-DRUNTIME=12", &versions("libcudart.so.12")],
+    );
+    lib(
+        "libcudart.so.11.0",
+        &["-DRUNTIME=11", &versions("libcudart.so.11.0")],
+    );
+    let link = format!("-L{}", dir.display());
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    lib(
+        "libext11.so",
+        &["-DEXTENSION", &link, &rpath, "-l:libcudart.so.11.0"],
+    );
+    let program = compile_with("two_runtimes", "two-runtimes/two_runtimes", &[]);
+    let r = same_as_without("two-runtimes", &program, &[dir.to_str().unwrap()]);
+    assert_eq!(r.printed("entry_point"), "runtime 11", "{}", r.stderr);
+    assert_eq!(r.printed("ext_entry_rc"), "500");
+}
+
 /// RTLD_DEEPBIND: the library's own references bind inside its scope, past cudablame (its
 /// launches are not seen: documented). The program is unaffected, and the error it notices
 /// through its own calls is still reported.

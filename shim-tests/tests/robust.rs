@@ -404,3 +404,32 @@ fn the_sticky_error_path_keeps_its_stack_headroom() {
         }
     }
 }
+
+/// A fault in a program under an address-space limit (`RLIMIT_AS`) that leaves it 16 MiB: the
+/// report is written with the culprit named, its frames unnamed where a module's symbols do not
+/// fit (`stack::room_to_resolve`), and the program goes on as without cudablame. Before (a
+/// break-it review): SIGABRT, "memory allocation of N bytes failed", inside the report's
+/// symbolizer (Rust aborts on a failed allocation). With room to spare the frames are named.
+#[test]
+fn a_fault_under_an_address_space_limit_keeps_the_program() {
+    let bin = compile_with("as_limit", "as_limit", &["-lcuda"]);
+    for (headroom, named) in [("16", false), ("1024", true)] {
+        let env = [("HEADROOM_MB", headroom)];
+        let plain = run(&bin, &[], false, &env);
+        let r = run(&bin, &[], true, &env);
+        assert_eq!((plain.code, plain.stdout.as_str()), (0, "sync_rc=700\n"));
+        assert_eq!(
+            (r.code, r.stdout.as_str()),
+            (0, "sync_rc=700\n"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(r.culprit()["kernel"], "bad", "{}", r.stderr);
+        let functions = r.culprit_functions();
+        assert_eq!(
+            functions.iter().any(|f| f == "launch_checked"),
+            named,
+            "{headroom} MiB: {functions:?}"
+        );
+    }
+}

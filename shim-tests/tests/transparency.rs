@@ -160,3 +160,56 @@ fn every_entry_point_returns_exactly_what_the_driver_returns() {
         implemented.len()
     );
 }
+
+/// What the program reads in `errno` is its own: at `main` (ISO C: 0), and after each hooked
+/// call what the driver left (the program's 4242 where the driver set none), also after the
+/// sticky error's report was written, with a deleted start folder (whose `getcwd` fails) and
+/// with the report's folder missing (one more failed file call). Found by a break-it review:
+/// `errno` 2 (`ENOENT`) after the reporting `cuStreamSynchronize`, and at `main` in a deleted
+/// folder. Likewise `dlerror()` after the reporting call says nothing, as without cudablame
+/// (it said `...libcudablame.so: undefined symbol: cudaGetErrorString`).
+#[test]
+fn errno_is_the_programs_own_around_every_call() {
+    let prog = compile_with("errno_kept", "errno_kept", &["-lcuda"]);
+    let prog = prog.to_str().unwrap();
+    // (case, the start folder deleted before the program runs, CUDABLAME_REPORT)
+    let cases = [
+        ("plain", false, "r.json"),
+        ("deleted folder", true, "r.json"),
+        (
+            "missing report folder",
+            false,
+            "/nonexistent-cudablame/r.json",
+        ),
+    ];
+    for (n, (label, delete, report)) in cases.into_iter().enumerate() {
+        let outputs: Vec<String> = [false, true]
+            .iter()
+            .map(|&shim_on| {
+                // Each run in a folder of its own (a report the library writes instead of a
+                // missing folder's lands there), started by a shell that may delete it first.
+                let dir = scratch().join(format!("errno-{n}-{shim_on}"));
+                std::fs::create_dir_all(&dir).unwrap();
+                let script = if delete {
+                    "cd \"$0\" && rmdir \"$0\" && exec \"$1\""
+                } else {
+                    "cd \"$0\" && exec \"$1\""
+                };
+                let args = ["-c", script, dir.to_str().unwrap(), prog];
+                let mut sh = command_default_markers(std::path::Path::new("sh"), &args);
+                sh.env("CUDABLAME_REPORT", report);
+                if shim_on {
+                    sh.env("LD_PRELOAD", shim());
+                }
+                let out = sh.output().unwrap();
+                assert_eq!(out.status.code(), Some(0), "{label}");
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            })
+            .collect();
+        let (plain, shimmed) = (&outputs[0], &outputs[1]);
+        assert_eq!(printed(plain, "fault_rc"), "700", "{label}: {plain}");
+        assert_eq!(printed(plain, "launch_errno"), "4242", "{label}: {plain}");
+        assert_eq!(printed(plain, "fault_dlerror"), "none", "{label}: {plain}");
+        assert_eq!(shimmed, plain, "{label}");
+    }
+}

@@ -25,6 +25,7 @@ pub(crate) fn later_copy() -> bool {
 /// another object's (one line on stderr naming both files). Compared by object, not by address:
 /// this library's own references to its exported functions may bind to the first copy's.
 extern "C" fn check_at_load() {
+    let _errno = crate::safety::KeepErrno::now();
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: a pseudo-handle and a C string.
         let first =

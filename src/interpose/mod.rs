@@ -122,13 +122,55 @@ fn paused_call(
     real: usize,
     entered: u64,
 ) -> Option<CUresult> {
+    let errno = KeptErrno::now();
+    let real_call = || errno.real_call(call_real, real);
     match while_paused(describe) {
         Paused::Kept => None,
-        Paused::Op => Some(record::cost::paused_op(entered, || call_real(real))),
+        Paused::Op => Some(record::cost::paused_op(entered, real_call)),
         Paused::Other => {
             record::cost::break_gap(entered);
-            Some(call_real(real))
+            Some(real_call())
         }
+    }
+}
+
+/// The program's `errno` around a hooked call: what the program sees after the hook is what the
+/// real call left, as without cudablame. The real call starts from the program's value, and
+/// whatever cudablame's own work sets (first-use setup, a report's files, the progress
+/// marker's driver call, a failed write to stderr) is undone when this is dropped, at the
+/// hook's end. Found by a break-it review: `errno` 2 (`ENOENT`) after a `cuStreamSynchronize`
+/// whose report was written, where it was the program's own 4242 without cudablame.
+struct KeptErrno {
+    /// The program's value when the hook was entered.
+    program: std::ffi::c_int,
+    /// What the real call left (the program's value until it is made).
+    left: Cell<std::ffi::c_int>,
+}
+
+impl KeptErrno {
+    #[inline(always)]
+    fn now() -> KeptErrno {
+        let program = crate::safety::errno();
+        KeptErrno {
+            program,
+            left: Cell::new(program),
+        }
+    }
+
+    /// Makes the real call `call_real(real)` with the program's `errno`, and keeps what it left.
+    #[inline(always)]
+    fn real_call(&self, call_real: &dyn Fn(usize) -> CUresult, real: usize) -> CUresult {
+        crate::safety::set_errno(self.program);
+        let rc = call_real(real);
+        self.left.set(crate::safety::errno());
+        rc
+    }
+}
+
+impl Drop for KeptErrno {
+    #[inline(always)]
+    fn drop(&mut self) {
+        crate::safety::set_errno(self.left.get());
     }
 }
 
@@ -143,12 +185,13 @@ fn run_general(
     describe: &dyn Fn() -> Call,
     call_real: &dyn Fn(usize) -> CUresult,
 ) -> CUresult {
+    let errno = KeptErrno::now();
     let real = real_function(ep);
     if real == 0 {
         return CUDA_ERROR_NOT_INITIALIZED;
     }
     if crate::safety::disabled() {
-        return call_real(real);
+        return errno.real_call(call_real, real);
     }
     // The hook's entry, for the whole hook's time under `CUDABLAME_STATS` (0: not measuring).
     let entered = record::cost::start();
@@ -160,9 +203,10 @@ fn run_general(
     crate::safety::register_fork_handler(after_fork_in_child);
     let Some(d) = real::found_driver() else {
         // No driver found (a `RTLD_NEXT` definition): nothing to record against.
-        return call_real(real);
+        return errno.real_call(call_real, real);
     };
     open_gate();
+    drop(errno); // `record_call` keeps it from here
     record_call_from(d, ep, entry, describe, call_real, real, entered)
 }
 
@@ -213,7 +257,8 @@ fn record_call<const TIMED: bool>(
     real: usize,
     entered: u64,
 ) -> CUresult {
-    let real_call = || call_real(real);
+    let errno = KeptErrno::now();
+    let real_call = || errno.real_call(call_real, real);
     if !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false) {
         return real_call();
     }
@@ -378,15 +423,33 @@ fn debug_resolution(how: &str, symbol: *const c_char, from: usize, to: usize) {
 }
 
 /// What the caller would have found without cudablame, for a name that cudablame exports
-/// (`ours`): the next definition in the global scope, else one in the caller's own scope. A CUDA runtime that a library loaded with `RTLD_LOCAL` depends on (Python
+/// (`ours`): the definition in the caller's own scope, else the next one in the global scope
+/// (0: none). A CUDA runtime that a library loaded with `RTLD_LOCAL` depends on (Python
 /// extension modules) is only in that library's scope, which a lookup made from libcudablame
-/// would never see. `caller` is a return address in the caller's code (0: unknown).
+/// would never see, and it may be another version than the global scope's. `caller` is a
+/// return address in the caller's code (0: unknown). Takes the loader's lock (`dladdr1`,
+/// `dlsym`): called by the runtime's resolvers and `dlsym`, which take it anyway.
 fn next_definition(name: &std::ffi::CStr, ours: usize, caller: usize) -> usize {
+    // The caller's own scope first: a library loaded `RTLD_LOCAL` with a runtime of its own
+    // (an extension built for `libcudart.so.11.0` in a process whose global scope has
+    // `libcudart.so.12`) binds to its own runtime without cudablame, never to the global one
+    // (whose `cudaGetDriverEntryPoint` takes a fourth, out parameter the caller never passed).
+    let own = in_callers_scope(name, ours, caller);
+    if own != 0 {
+        return own;
+    }
     // SAFETY: a pseudo-handle and a C string.
     let next = unsafe { real::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-    if next != 0 && next != ours {
-        return next;
+    if next != ours {
+        next
+    } else {
+        0
     }
+}
+
+/// `name` looked up in the scope of the object holding `caller` (0: unknown), unless that finds
+/// cudablame's own export `ours` (a caller in the global scope, where cudablame comes first).
+fn in_callers_scope(name: &std::ffi::CStr, ours: usize, caller: usize) -> usize {
     if caller == 0 {
         return 0;
     }

@@ -13,6 +13,7 @@ type PthreadCreate = unsafe extern "C" fn(
 /// Library constructor: finds glibc's `pthread_create` and libstdc++'s text ranges while the
 /// loader initializes this library (in the loading thread, under the loader's recursive lock).
 extern "C" fn find_at_load() {
+    let _errno = crate::safety::KeepErrno::now();
     let _ = std::panic::catch_unwind(|| {
         real::pthread_create();
         crate::threads::note_modules();

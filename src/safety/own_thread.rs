@@ -58,9 +58,20 @@ pub(crate) fn on_new_thread<R: Send + 'static>(
     let created = unsafe {
         let mut attr: libc::pthread_attr_t = std::mem::zeroed();
         let mut thread: libc::pthread_t = 0;
+        // Every signal blocked in the new thread (it inherits the creating thread's mask,
+        // blocked only while creating it): the program's handlers never run on cudablame's
+        // thread (a break-it review: a handler that looks at its thread's state, or
+        // `pthread_kill`s, found a thread it never made).
+        let (mut all, mut before): (libc::sigset_t, libc::sigset_t) =
+            (std::mem::zeroed(), std::mem::zeroed());
+        libc::sigfillset(&mut all);
+        let masked = libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before) == 0;
         let ok = libc::pthread_attr_init(&mut attr) == 0
             && libc::pthread_attr_setstacksize(&mut attr, stack_bytes) == 0
             && create(&mut thread, &attr, Some(run_job), arg) == 0;
+        if masked {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+        }
         libc::pthread_attr_destroy(&mut attr);
         if ok {
             libc::pthread_detach(thread);
@@ -107,6 +118,35 @@ mod tests {
     fn create() -> usize {
         // SAFETY: a pseudo-handle and a C string.
         unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"pthread_create".as_ptr()) as usize }
+    }
+
+    /// The calling thread's signal mask.
+    fn mask() -> libc::sigset_t {
+        // SAFETY: reads this thread's mask into a local set.
+        unsafe {
+            let mut m: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut m);
+            m
+        }
+    }
+
+    /// Whether `signal` is in `set`.
+    fn has(set: &libc::sigset_t, signal: libc::c_int) -> bool {
+        // SAFETY: an initialized set.
+        unsafe { libc::sigismember(set, signal) == 1 }
+    }
+
+    /// The job's thread blocks every signal (the program's handlers never run on it, a break-it
+    /// review), and the caller's mask is as it was.
+    #[test]
+    fn the_jobs_thread_blocks_every_signal() {
+        let wait = Duration::from_secs(5);
+        let before = mask();
+        let theirs = on_new_thread(create(), 1 << 20, wait, mask).unwrap();
+        for signal in [libc::SIGINT, libc::SIGUSR1, libc::SIGTERM, libc::SIGCHLD] {
+            assert!(has(&theirs, signal), "{signal}");
+            assert_eq!(has(&mask(), signal), has(&before, signal), "{signal}");
+        }
     }
 
     #[test]

@@ -321,6 +321,8 @@ pub(crate) fn symbolize(ips: impl AsRef<[usize]>, depth: usize) -> Vec<Frame> {
     RESOLVING.fetch_add(1, Ordering::AcqRel);
     let _resolving = Resolving;
     let resolve = !RESOLVE_LOCKED.load(Ordering::Acquire);
+    // Per module: whether its symbols fit the address space left (`room_to_resolve`).
+    let mut room: Vec<(usize, bool)> = Vec::new();
     let own = module_of(module_of as *const () as usize).map(|m| m.0);
     let mut frames = Vec::new();
     let mut skipping = true;
@@ -349,7 +351,15 @@ pub(crate) fn symbolize(ips: impl AsRef<[usize]>, depth: usize) -> Vec<Frame> {
         let lookup = ip.saturating_sub(1);
         // One frame per function at this address, inlined ones first (like `addr2line -i`).
         let mut here = Vec::new();
-        if resolve {
+        let fits = |room: &mut Vec<(usize, bool)>, (base, path): &(usize, String)| {
+            if let Some(&(_, f)) = room.iter().find(|r| r.0 == *base) {
+                return f;
+            }
+            let f = room_to_resolve(path);
+            room.push((*base, f));
+            f
+        };
+        if resolve && module.as_ref().is_none_or(|m| fits(&mut room, m)) {
             backtrace::resolve(lookup as *mut c_void, |sym| {
                 here.push(Frame {
                     function: sym.name().map(|n| demangle(&format!("{n:#}"))), // {:#}: no Rust hash
@@ -373,6 +383,34 @@ pub(crate) fn symbolize(ips: impl AsRef<[usize]>, depth: usize) -> Vec<Frame> {
     }
     frames.truncate(depth);
     frames
+}
+
+/// Whether symbolizing in the module file at `path` fits the address space the process has left:
+/// the symbolizer maps the whole file and parses its symbol tables and debug information into
+/// the heap, and Rust aborts the process on a failed allocation (no unwinding to contain). So
+/// twice the file's size and 32 MiB must be mappable now (a trial mapping, reserving nothing,
+/// given back at once). Found by a break-it review: a program under `RLIMIT_AS` with tens of
+/// MiB to spare died of SIGABRT in its report (the library's own 16 MiB of debug information).
+/// Where it does not fit, the module's frames keep their module and address, unnamed.
+fn room_to_resolve(path: &str) -> bool {
+    let size = std::fs::metadata(path).map_or(0, |m| m.len()) as usize;
+    let need = size.saturating_mul(2).saturating_add(32 << 20);
+    // SAFETY: an anonymous mapping of no access, unmapped before return; nothing touches it.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            need,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return false;
+        }
+        libc::munmap(p, need);
+    }
+    true
 }
 
 /// Demangles an Itanium C++ symbol (kernel names, C++ host frames); other names are returned as is

@@ -20,7 +20,7 @@ use lead::{failed_itself, lead, sentence};
 use names::{numbered, op_line, short};
 use timeline::timeline;
 
-use crate::model::Report;
+use crate::model::{Report, StreamSummary};
 use std::fmt::Write;
 
 /// Cuts `s` to `width` characters, ending in `...` when cut.
@@ -66,6 +66,46 @@ const CANDIDATES_SHOWN: usize = 12;
 /// Renders the report: the lead block (what to fix), then the details, shortened (the verbose
 /// form is `cudablame show --verbose`). Frames left out are said to be in the JSON report only
 /// when one was written (`r.path` set: the library renders after writing it).
+/// The most streams the text lists (`--verbose`: all): those with unfinished work first. A
+/// process with thousands of streams made a report of thousands of lines on stderr, written
+/// inside the program's failing call (found by a break-it review: 118 KB for 2,000 streams,
+/// and a parent that read the program's stderr only after it exited waited forever on the
+/// full pipe). The JSON report lists them all.
+pub const STREAMS_SHOWN: usize = 8;
+
+/// One line per stream (`stream S (device D): issued I, completed C`), those with unfinished
+/// work first, at most [`STREAMS_SHOWN`] unless `verbose`, then how many more.
+fn streams(out: &mut String, r: &Report, verbose: bool) {
+    let unfinished = |s: &&StreamSummary| s.issued > s.completed;
+    let ordered =
+        (r.streams.iter().filter(unfinished)).chain(r.streams.iter().filter(|s| !unfinished(s)));
+    let shown = if verbose {
+        r.streams.len()
+    } else {
+        STREAMS_SHOWN
+    };
+    for s in ordered.take(shown) {
+        let _ = writeln!(
+            out,
+            "stream {} (device {}): issued {}, completed {}",
+            s.stream, s.device, s.issued, s.completed
+        );
+    }
+    if r.streams.len() > shown {
+        let more = r.streams.len() - shown;
+        let busy = r
+            .streams
+            .iter()
+            .filter(unfinished)
+            .count()
+            .saturating_sub(shown);
+        let _ = writeln!(
+            out,
+            "and {more} more streams ({busy} with unfinished work; all in the JSON report)"
+        );
+    }
+}
+
 pub fn render(r: &Report) -> String {
     render_with(r, device_assert(r).as_deref(), false, r.path.is_some())
 }
@@ -234,13 +274,7 @@ pub fn render_with(
         );
     }
     timeline(&mut out, r);
-    for s in &r.streams {
-        let _ = writeln!(
-            out,
-            "stream {} (device {}): issued {}, completed {}",
-            s.stream, s.device, s.issued, s.completed
-        );
-    }
+    streams(&mut out, r, verbose);
     if let Some(p) = r.path.as_deref().map(printable) {
         let _ = writeln!(out, "json report: {p}");
         if !verbose {
@@ -296,6 +330,47 @@ mod tests {
         let all = render_verbose(&r);
         assert_eq!(lines(&all), 40);
         assert!(!all.contains("more candidates"));
+    }
+
+    /// At most STREAMS_SHOWN stream lines, the streams with unfinished work first, and a count
+    /// of the rest; `--verbose` lists all (a break-it review: 2,000 streams made 2,056 lines on
+    /// stderr, written inside the program's failing call).
+    #[test]
+    fn many_streams_are_counted_not_listed() {
+        let mut r = sample();
+        let stream = |n: u64, unfinished: bool| crate::model::StreamSummary {
+            stream: format!("0x{n:x}"),
+            context: "0x1".into(),
+            device: 0,
+            issued: 5,
+            completed: if unfinished { 4 } else { 5 },
+            marker: None,
+            recent: Vec::new(),
+        };
+        // 2,000 streams, every 100th with unfinished work: 20 of them.
+        r.streams = (1..=2000).map(|n| stream(n, n % 100 == 0)).collect();
+        let text = render(&r);
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("stream 0x"))
+            .collect();
+        assert_eq!(lines.len(), STREAMS_SHOWN, "{text}");
+        assert!(
+            lines.iter().all(|l| l.ends_with("issued 5, completed 4")),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "and 1992 more streams (12 with unfinished work; all in the JSON report)"
+            ),
+            "{text}"
+        );
+        let all = render_verbose(&r);
+        assert_eq!(
+            all.lines().filter(|l| l.starts_with("stream 0x")).count(),
+            2000
+        );
+        assert!(!all.contains("more streams"));
     }
 
     #[test]
