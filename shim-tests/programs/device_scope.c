@@ -16,7 +16,10 @@
  *                  device 1 a healthy 400 ms kernel. With D current, after the fault, a call on
  *                  A's stream sa2 that cudablame never recorded (cuStreamSynchronize, or with
  *                  "query": cuStreamQuery, "launch": a launch onto it) returns A's 700:
- *                  never `exact` on D's healthy kernel (another device).
+ *                  never `exact` on D's healthy kernel (another device). So do calls naming
+ *                  device 0 or a handle of A: "reset" (cuDevicePrimaryCtxReset_v2(0)),
+ *                  "release" (cuDevicePrimaryCtxRelease_v2(0); A is then device 0's primary
+ *                  context), "function" (cuModuleGetFunction of A's module).
  *   dropped        context A (device 0, never destroyed) runs a kernel that faults (700) after
  *                  1 s on stream sd, destroyed at once; then context B (device 0) creates,
  *                  uses and destroys 64 streams (their brief kernels, 20 ms each, unfinished when
@@ -24,6 +27,9 @@
  *                  which pushes sd off cudablame's retired list (its work still unproven), and
  *                  B's cuCtxSynchronize succeeds. B launches a 3 s kernel and synchronizes its
  *                  stream: 700, A's fault. B's kernel is the one op held: never `exact` on it.
+ *   default_streams  context A (device 0) launches the faulting kernel on its legacy stream,
+ *                  then context B (device 0) the healthy one on its own, and synchronizes it:
+ *                  700. Both ops are #1 of a stream named "legacy".
  * Prints destroy_rc=, sync_rc= (the synchronization that returns the error) or rc=; exit 0. */
 #include <stdio.h>
 #include <string.h>
@@ -52,7 +58,13 @@ int main(int argc, char **argv) {
     check("ctx b", cuCtxCreate_v2(&b, 0, strncmp(mode, "other_device", 12) ? d0 : d1));
     check("load b", cuModuleLoadData(&mb, MODULE));
     check("stream b", cuStreamCreate(&sb, 1));
-    check("ctx a", cuCtxCreate_v2(&a, 0, d0));
+    if (strstr(mode, "reset") || strstr(mode, "release")) {
+        /* A is device 0's primary context there. */
+        check("ctx a", cuDevicePrimaryCtxRetain(&a, d0));
+        check("set a", cuCtxSetCurrent(a));
+    } else {
+        check("ctx a", cuCtxCreate_v2(&a, 0, d0));
+    }
     check("load a", cuModuleLoadData(&ma, MODULE));
     check("stream a", cuStreamCreate(&sa, 1));
     check("stream a2", cuStreamCreate(&sa2, 1));
@@ -96,13 +108,25 @@ int main(int argc, char **argv) {
         launch_checked(healthy, sb);
         usleep(100000);
         CUresult rc;
+        CUfunction f;
         if (!strcmp(call, "query"))
             rc = cuStreamQuery(sa2);
+        else if (!strcmp(call, "reset"))
+            rc = cuDevicePrimaryCtxReset_v2(d0);
+        else if (!strcmp(call, "release"))
+            rc = cuDevicePrimaryCtxRelease_v2(d0);
+        else if (!strcmp(call, "function"))
+            rc = cuModuleGetFunction(&f, ma, "quick");
         else if (!strcmp(call, "launch"))
             rc = cuLaunchKernel(healthy, 1, 1, 1, 32, 1, 1, 0, sa2, NULL, NULL);
         else
             rc = cuStreamSynchronize(sa2);
         printf("rc=%d\n", rc);
+    } else if (!strcmp(mode, "default_streams")) {
+        launch_checked(get_function(ma, "bad"), NULL);
+        check("set b", cuCtxSetCurrent(b));
+        launch_checked(get_function(mb, "healthy"), NULL);
+        printf("sync_rc=%d\n", cuStreamSynchronize(NULL));
     } else {
         printf("unknown mode\n");
         return 2;

@@ -503,14 +503,45 @@ fn a_dropped_stream_of_another_context_of_the_device_keeps_the_verdict_below_exa
     }
 }
 
+/// Two contexts' legacy streams, each op #1 of a stream named "legacy": the report's window
+/// lists each op with its own kernel. Before (a break-it review): entries were matched to the
+/// culprit's and suspects' by sequence number and stream name, so both read `healthy` and the
+/// faulting `bad` was left out of the "one of these N ops" list.
+#[test]
+fn two_contexts_default_streams_keep_their_own_kernels_in_the_window() {
+    let program = compile_with("device_scope", "device_scope", &["-lcuda"]);
+    let plain = run(&program, &["default_streams"], false, &[]);
+    assert_eq!(plain.printed("sync_rc"), "700", "{}", plain.stdout);
+    let r = run(&program, &["default_streams"], true, &[]);
+    assert_eq!(r.stdout, plain.stdout);
+    let rep = r.report();
+    assert_eq!(rep["error"]["code"], 700, "{}", r.stderr);
+    let mut window: Vec<&str> = (rep["culprit"]["window"].as_array().into_iter().flatten())
+        .map(|o| o["kernel"].as_str().unwrap_or("?"))
+        .collect();
+    window.sort();
+    assert_eq!(window, ["bad", "healthy"], "{}", r.stderr);
+    assert_ne!(rep["culprit"]["confidence"], "exact", "{}", r.stderr);
+}
+
 /// A call on a stream handle cudablame never recorded, of a faulted context of device 0, made
 /// with a context of device 1 current: `cuStreamGetCtx` fails on it (the sticky error), so its
 /// context is unknown and every device's work is judged. Before: judged as the current
-/// context's, device 1 only: `exact` on its healthy kernel.
+/// context's, device 1 only: `exact` on its healthy kernel. Likewise a call that names device 0
+/// (a primary context's reset or release: judged on device 0) or a module of the faulted
+/// context (`cuModuleGetFunction`: its context unknown), which a break-it review found `exact`
+/// on device 1's healthy kernel.
 #[test]
 fn a_stream_of_unknown_context_is_never_judged_by_the_current_device() {
     let program = compile_with("device_scope", "device_scope", &["-lcuda"]);
-    for mode in ["other_device", "other_device_query", "other_device_launch"] {
+    for mode in [
+        "other_device",
+        "other_device_query",
+        "other_device_launch",
+        "other_device_reset",
+        "other_device_release",
+        "other_device_function",
+    ] {
         let plain = run(&program, &[mode], false, &[]);
         let r = run(&program, &[mode], true, &[]);
         assert_eq!(plain.printed("rc"), "700", "{mode}: {}", plain.stdout);

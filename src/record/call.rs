@@ -437,7 +437,16 @@ impl Call {
                 | Call::EndCapture { .. }
                 | Call::Instantiate { .. }
                 | Call::CreateGraph { .. }
-                | Call::CloneGraph { .. }
+        ) || self.on_a_graph()
+    }
+
+    /// A call on an existing graph, executable graph or graph node (`cuGraphClone`,
+    /// `cuGraphDestroy`, `cuGraphExecDestroy`, a node added, changed or destroyed,
+    /// `cuGraphExecUpdate`): handles whose context cudablame does not know.
+    fn on_a_graph(&self) -> bool {
+        matches!(
+            self,
+            Call::CloneGraph { .. }
                 | Call::DestroyGraph { .. }
                 | Call::DestroyExec { .. }
                 | Call::EditGraph { .. }
@@ -476,15 +485,24 @@ impl Call {
     }
 
     /// The context whose error this call reports: the context of the stream it concerns, the
-    /// context it names, else the current one (0: unknown).
+    /// context it names, a context of the device it names, else the current one (0: unknown,
+    /// every context judged). A call on a handle of another context (a module, an executable
+    /// graph) returns that context's sticky error, whichever is current: such a handle's
+    /// context is unknown (0). Found by a break-it review: `cuDevicePrimaryCtxReset_v2(0)` or
+    /// `cuModuleGetFunction` on device 0's module, with device 1's context current, returned
+    /// device 0's 700 and cudablame said `exact` on device 1's one healthy kernel.
     pub(crate) fn context(&self, ep: EntryPoint) -> usize {
         let Some(driver) = real::driver() else {
             return 0;
         };
         match *self {
             Call::SyncContext { ctx } | Call::DestroyContext { ctx } if ctx != 0 => ctx,
-            // The event's context, which cudablame does not know (0: judge every context).
-            Call::ObserveEvent { .. } => 0,
+            // Device `dev`'s primary context, which need not be the current one.
+            Call::PrimaryContext { dev, .. } => streams::a_context_on(dev),
+            // The event's context, which cudablame does not know (0: judge every context);
+            // likewise a module's, a kernel's, a graph's or an executable graph's.
+            Call::ObserveEvent { .. } | Call::NameHandle { .. } | Call::AliasHandle { .. } => 0,
+            _ if self.on_a_graph() => 0,
             // A stream handle whose context is unknown: 0, never the current context's (it may
             // be another device's: `streams::context_if_known`).
             _ => match self.stream() {

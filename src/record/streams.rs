@@ -406,6 +406,16 @@ pub(crate) fn find_recorded(id: StreamId) -> Option<Arc<StreamState>> {
     t.live.get(&(context, id)).cloned()
 }
 
+/// A context of device `dev` that recorded ops (a live or a destroyed stream's), 0 when none:
+/// where a call names a device, not a context ([`Call::context`](super::Call::context)), it
+/// stands for that device in a verdict's scope (`blame::scope` judges a context's device).
+pub(crate) fn a_context_on(dev: i32) -> usize {
+    let t = TABLE.get().read();
+    (t.live.values().chain(t.retired.iter()))
+        .find(|s| s.device == dev)
+        .map_or(0, |s| s.context)
+}
+
 /// Every live (not destroyed) stream known.
 pub(crate) fn live() -> Vec<Arc<StreamState>> {
     TABLE.get().read().live.values().cloned().collect()

@@ -255,11 +255,14 @@ fn build(
                     continue;
                 }
                 let o = &views[at.0].ops[at.1];
-                let known = op
-                    .iter()
-                    .chain(suspects.iter())
-                    .find(|x| x.seq == o.seq && x.stream == o.stream.describe())
-                    .map(|x| (x.kernel.clone(), program_frame(x)));
+                // The culprit's or a suspect's entry, by position: never by sequence number
+                // and stream name, which two contexts' default streams share ("legacy",
+                // "per-thread(T)"; a break-it review: a window of two contexts' op #1 listed
+                // the healthy kernel twice and left the faulting one out).
+                let known = (v.culprit.iter().zip(&op))
+                    .chain(v.suspects.iter().zip(&suspects))
+                    .find(|&(&x_at, _)| x_at == at)
+                    .map(|(_, x)| (x.kernel.clone(), program_frame(x)));
                 let site = match known {
                     Some(k) => k,
                     None if sites.len() < WINDOW_SITES => {
@@ -719,6 +722,8 @@ static LOADED_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 /// `LD_PRELOAD`, before `main`): reads one clock and the working directory and stores them,
 /// nothing else (no allocation, no file, no lock).
 extern "C" fn note_load_time() {
+    // ISO C: errno is 0 at `main`; a failed getcwd (deleted or too deep start folder) set it.
+    let _errno = crate::safety::KeepErrno::now();
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
