@@ -201,6 +201,21 @@ fn settle(
             eprintln!("cudablame run: {var}={v}: {e}; {what}");
             Ok(Some(value))
         }
+        // Blank: the library would warn and take its default in the program's own start
+        // folder, which a script's `cd` moves; said here, and the default anchored here as when
+        // unset (the blank value was left to the library before).
+        Some(v) if v.trim().is_empty() && default.is_some() => {
+            let d = default.unwrap_or_default();
+            eprintln!("cudablame run: {var} is empty; using the default report path {d}");
+            match check_report_folder(d) {
+                Ok(()) => Ok(Some(d.to_string())),
+                Err(e) => {
+                    let (what, value) = fallback(d);
+                    eprintln!("cudablame run: {e} (the default report path {d}); {what}");
+                    Ok(Some(value))
+                }
+            }
+        }
         Some(_) => Ok(None),
         None => match default.map(|d| (d, check_report_folder(d))) {
             Some((d, Err(e))) => {
