@@ -1,4 +1,4 @@
-# EXPECT kernel=indexSelect error=CUDA_ERROR_ASSERT confidence=exact pysite=embed_tokens hint="index tensor's range"
+# EXPECT kernel=indexSelect error=CUDA_ERROR_ASSERT confidence=exact pysite=embed_tokens hint="check its indices (the index tensor, in PyTorch)"
 #
 # embedding_oob.py: nn.Embedding looked up with a token id equal to the
 # vocabulary size.

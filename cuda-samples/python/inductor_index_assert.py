@@ -1,5 +1,10 @@
-# EXPECT kernel=triton_ error=CUDA_ERROR_ASSERT confidence=exact pysite=main assert="index out of bounds" stdout=same
+# EXPECT kernel=triton_ error=CUDA_ERROR_ASSERT confidence=exact|oneof pysite=main assert="index out of bounds" stdout=same among=triton_
 # REQUIRES: triton
+#
+# exact|oneof: Triton's assert line names the function "unknown" (triton 3.6.0), so the assert
+# cannot pick the kernel; whether a budget marker stands between the Triton kernel and the
+# sum's reduce kernel right after it is timing (exact in the eighteenth session, "one of these 2
+# ops" with the Triton kernel ranked first in the twenty-fourth, H100).
 #
 # inductor_index_assert.py: torch.compile'd indexing with an out-of-range
 # index. Inductor generates a Triton kernel with a bounds check

@@ -1,4 +1,4 @@
-# EXPECT kernel=scatter_gather error=CUDA_ERROR_ASSERT confidence=exact pysite=accumulate hint="index tensor's range"
+# EXPECT kernel=scatter_gather error=CUDA_ERROR_ASSERT confidence=exact pysite=accumulate hint="check its indices (the index tensor, in PyTorch)"
 #
 # scatter_add_negative.py: Tensor.scatter_add_ with a negative index.
 #

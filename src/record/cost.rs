@@ -517,8 +517,11 @@ fn paused_op_now<T>(entered: u64, f: impl FnOnce() -> T) -> T {
     r
 }
 
-/// A marker write at least this long (ns) is counted apart: the driver's queue was full and the
-/// write waited for room (a marker alone takes 1.0 to 1.5 µs of host time on the H200).
+/// A marker write at least this long (ns) is counted apart: a warm write takes 1.0 to 1.5 µs
+/// of host time on the H200 hosts, but one whose driver path the program's own work evicted
+/// takes 4 to 7 µs with the GPU idle (`cuda-samples/bench/marker_kinds.cu`, 2 MiB of other
+/// writes between launches: 6.5 µs median; twenty-fourth session), and one behind a full
+/// launch queue waits for room. The count does not tell the two apart.
 pub(crate) const LONG_MARKER_NS: u64 = 4_000;
 
 /// Runs one marker write `write`, counting it apart when it took at least [`LONG_MARKER_NS`]
@@ -624,7 +627,7 @@ impl Means {
 /// The stats line: mean ns per recorded op of each phase (`total T = real call R + cudablame C
 /// (...)`: C is everything but the real call), how many ops got a progress marker (`marked N of M
 /// ops (every E, first F, count C, copy P, gap G, idle I, wait W)`: markers by the policy's
-/// reason), how many marker writes waited for room in the driver's queue, how many stack copies
+/// reason), how many marker writes took over 4 µs ([`LONG_MARKER_NS`]), how many stack copies
 /// were held as copies (`held stack copies N`) and how many were unwound while recording (`held
 /// stacks unwound N`); then the hooked calls that record no op (`other calls N, cudablame ns
 /// per call X (ENTRY POINT count x ns, ...)`: the 8 entry points that took most of cudablame's
@@ -691,7 +694,8 @@ pub(crate) fn line() -> String {
         (
             format!(
                 "native stack copy {stack} for {:.0} bytes; python {python} for {:.1} frames; \
-                 marker {marker}, of which {} in {long} writes that waited for queue room; other \
+                 marker {marker}, of which {} in {long} writes over 4 us (a cold driver path or \
+                 a full queue); other \
                  {other}: stream and kernel lookup {lookup}, ring lock {lock}, ring push \
                  {record}, entry and exit {rest}",
                 per(total(|c| &c.stack_bytes)),
