@@ -106,6 +106,12 @@ fn remember_error_string(rc: CUresult, note: &str) {
         // SAFETY: a pseudo-handle and a C string.
         forward =
             unsafe { crate::real::dlsym(libc::RTLD_NEXT, c"cudaGetErrorString".as_ptr()) } as usize;
+        if forward == 0 {
+            // Its message is cudablame's, not the program's (a runtime loaded `RTLD_LOCAL`
+            // only): cleared, as the failed lookup already replaced any message pending.
+            // SAFETY: dlerror has no preconditions.
+            unsafe { libc::dlerror() };
+        }
     }
     let runtime_text = error_string::runtime_code(rc)
         .filter(|_| forward != 0)

@@ -5,10 +5,14 @@
  * folder check, stderr): its errno must be the driver's too. Also prints errno at `main` (ISO C:
  * 0; cudablame's constructors read the working folder and /sys), and what `dlerror` says after
  * the reporting call (nothing: cudablame's own failed symbol lookups must leave no message).
- * Usage: errno_kept   (linked with -lcuda; prints NAME_errno=N and NAME_rc=N lines; exit 0) */
+ * With FAKE_CUDA_ERRNO=N the simulated driver leaves N in errno on every call: the program must
+ * read N after each, with or without cudablame.
+ * Usage: errno_kept [paused | RUNTIME_PATH]   (linked with -lcuda; prints NAME_errno=N and
+ * NAME_rc=N lines; exit 0) */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include "cuda_min.h"
 #include "check.h"
 
@@ -24,8 +28,18 @@ static const char *MODULE =
         printf(name "_rc=%u\n" name "_errno=%d\n", rc_, e_); \
     } while (0)
 
-int main(void) {
+int main(int argc, char **argv) {
     printf("main_errno=%d\n", errno);
+    /* "paused": cudablame paused before the first call, where it has one (a benchmark's
+     * switch; every call then takes the hook's general path). */
+    int (*pause)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "cudablame_pause");
+    if (argc > 1 && !strcmp(argv[1], "paused") && pause) pause(1);
+    /* A path: a CUDA runtime opened RTLD_LOCAL (as CuPy's modules do), which cudablame's lookup
+     * of the runtime's error strings does not find: that lookup's message must not stay. */
+    if (argc > 1 && strchr(argv[1], '/') && !dlopen(argv[1], RTLD_NOW | RTLD_LOCAL)) {
+        printf("setup_failed=%s\n", dlerror());
+        return 3;
+    }
     CUfunction ok, bad;
     CUstream s = ok_and_bad(MODULE, &ok, &bad);
     const char *text;

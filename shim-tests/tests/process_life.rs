@@ -365,7 +365,8 @@ fn library_loaded_rtld_local_keeps_its_own_scope() {
 /// `cudaGetDriverEntryPoint` reaches its own runtime through cudablame's export, as without
 /// cudablame. Before (a break-it review): the global scope was searched first, and runtime 12's
 /// function, which writes through a fourth parameter, was called with three.
-/// (`cudaGetErrorString` keeps the global scope's runtime once found: Known limits.)
+/// (`cudaGetErrorString` keeps the global scope's runtime once found: Known limits.) Also a
+/// library linked at startup, and a second tool preloaded after cudablame.
 #[test]
 fn a_library_with_its_own_runtime_keeps_it() {
     let dir = scratch().join("two-runtimes");
@@ -402,6 +403,40 @@ fn a_library_with_its_own_runtime_keeps_it() {
     let r = same_as_without("two-runtimes", &program, &[dir.to_str().unwrap()]);
     assert_eq!(r.printed("entry_point"), "runtime 11", "{}", r.stderr);
     assert_eq!(r.printed("ext_entry_rc"), "500");
+
+    // A library linked at startup that probes for a driver function (no driver loaded) and
+    // asks its runtime for an entry point: its link map is no `dlsym` handle (SIGSEGV before,
+    // found by a review of the caller-scope lookup).
+    let runtime12 = "-l:libcudart.so.12";
+    lib("libprobe.so", &["-DPROBE", &link, &rpath, runtime12]);
+    let startup = compile_with(
+        "two_runtimes",
+        "two-runtimes/startup",
+        &["-DSTARTUP", &link, &rpath, "-l:libprobe.so"],
+    );
+    let r = same_as_without("startup-library", &startup, &[]);
+    assert_eq!(r.printed("probe_found"), "0", "{}", r.stderr);
+    assert_eq!(r.printed("entry_point"), "runtime 12", "{}", r.stderr);
+    assert_eq!(r.printed("probe_rc"), "500");
+
+    // Another tool preloaded after cudablame, wrapping the runtime's function: still called
+    // (the loader searches the global scope first; a review of the caller-scope lookup).
+    let tool = lib("libtool.so", &["-DTOOL"]).display().to_string();
+    let with_tool = |name: &str, first: Option<String>| {
+        let preload = first.map_or(tool.clone(), |f| format!("{f}:{tool}"));
+        run_in(&scratch().join(name), &startup, &[], Some(preload), &[])
+    };
+    let (plain, shimmed) = (
+        with_tool("tool-plain", None),
+        with_tool("tool-shim", shim_preload()),
+    );
+    assert_eq!(plain.printed("tool_called"), "1", "{}", plain.stderr);
+    assert_same_run(
+        "tool after cudablame",
+        (&plain.ending, &plain.stdout),
+        (&shimmed.ending, &shimmed.stdout),
+        &shimmed.stderr,
+    );
 }
 
 /// RTLD_DEEPBIND: the library's own references bind inside its scope, past cudablame (its

@@ -172,17 +172,34 @@ fn every_entry_point_returns_exactly_what_the_driver_returns() {
 fn errno_is_the_programs_own_around_every_call() {
     let prog = compile_with("errno_kept", "errno_kept", &["-lcuda"]);
     let prog = prog.to_str().unwrap();
-    // (case, the start folder deleted before the program runs, CUDABLAME_REPORT)
+    // A stand-in CUDA runtime, for a case that opens it RTLD_LOCAL.
+    let runtime = compile_with(
+        "two_runtimes",
+        "libcudart.so.12",
+        &["-shared", "-fPIC", "-DRUNTIME=12"],
+    );
+    let runtime = runtime.to_str().unwrap();
+    // (case, the start folder deleted before the program runs, CUDABLAME_REPORT, the driver's
+    // errno on every call (FAKE_CUDA_ERRNO; "": it leaves errno alone), program argument)
     let cases = [
-        ("plain", false, "r.json"),
-        ("deleted folder", true, "r.json"),
+        ("plain", false, "r.json", "", ""),
+        ("deleted folder", true, "r.json", "", ""),
         (
             "missing report folder",
             false,
             "/nonexistent-cudablame/r.json",
+            "",
+            "",
         ),
+        ("driver sets errno", false, "r.json", "77", ""),
+        // Paused before the first call (a review: the general path's guard put the program's
+        // 4242 back over the driver's 77).
+        ("driver sets errno, paused", false, "r.json", "77", "paused"),
+        // A runtime only in a library's local scope: the report's failed lookup of its error
+        // strings left its dlerror message (a review).
+        ("runtime loaded RTLD_LOCAL", false, "r.json", "", runtime),
     ];
-    for (n, (label, delete, report)) in cases.into_iter().enumerate() {
+    for (n, (label, delete, report, driver_errno, arg)) in cases.into_iter().enumerate() {
         let outputs: Vec<String> = [false, true]
             .iter()
             .map(|&shim_on| {
@@ -191,13 +208,16 @@ fn errno_is_the_programs_own_around_every_call() {
                 let dir = scratch().join(format!("errno-{n}-{shim_on}"));
                 std::fs::create_dir_all(&dir).unwrap();
                 let script = if delete {
-                    "cd \"$0\" && rmdir \"$0\" && exec \"$1\""
+                    "cd \"$0\" && rmdir \"$0\" && exec \"$1\" $2"
                 } else {
-                    "cd \"$0\" && exec \"$1\""
+                    "cd \"$0\" && exec \"$1\" $2"
                 };
-                let args = ["-c", script, dir.to_str().unwrap(), prog];
+                let args = ["-c", script, dir.to_str().unwrap(), prog, arg];
                 let mut sh = command_default_markers(std::path::Path::new("sh"), &args);
                 sh.env("CUDABLAME_REPORT", report);
+                if !driver_errno.is_empty() {
+                    sh.env("FAKE_CUDA_ERRNO", driver_errno);
+                }
                 if shim_on {
                     sh.env("LD_PRELOAD", shim());
                 }
@@ -208,7 +228,13 @@ fn errno_is_the_programs_own_around_every_call() {
             .collect();
         let (plain, shimmed) = (&outputs[0], &outputs[1]);
         assert_eq!(printed(plain, "fault_rc"), "700", "{label}: {plain}");
-        assert_eq!(printed(plain, "launch_errno"), "4242", "{label}: {plain}");
+        let expect = if driver_errno.is_empty() {
+            "4242"
+        } else {
+            driver_errno
+        };
+        assert_eq!(printed(plain, "launch_errno"), expect, "{label}: {plain}");
+        assert_eq!(printed(plain, "fault_errno"), expect, "{label}: {plain}");
         assert_eq!(printed(plain, "fault_dlerror"), "none", "{label}: {plain}");
         assert_eq!(shimmed, plain, "{label}");
     }

@@ -157,6 +157,16 @@ impl KeptErrno {
         }
     }
 
+    /// Puts the program's value back (before a nested keeper takes over).
+    fn program_again(&self) {
+        crate::safety::set_errno(self.program);
+    }
+
+    /// Keeps the current value as the hook's result (what a nested keeper's real call left).
+    fn left_now(&self) {
+        self.left.set(crate::safety::errno());
+    }
+
     /// Makes the real call `call_real(real)` with the program's `errno`, and keeps what it left.
     #[inline(always)]
     fn real_call(&self, call_real: &dyn Fn(usize) -> CUresult, real: usize) -> CUresult {
@@ -196,7 +206,11 @@ fn run_general(
     // The hook's entry, for the whole hook's time under `CUDABLAME_STATS` (0: not measuring).
     let entered = record::cost::start();
     if pause::paused() {
+        // `paused_call` keeps the program's errno from here, and what its real call left stays
+        // (a review: this guard put the program's value back over the driver's).
+        errno.program_again();
         if let Some(rc) = paused_call(describe, call_real, real, entered) {
+            errno.left_now();
             return rc;
         }
     }
@@ -423,28 +437,43 @@ fn debug_resolution(how: &str, symbol: *const c_char, from: usize, to: usize) {
 }
 
 /// What the caller would have found without cudablame, for a name that cudablame exports
-/// (`ours`): the definition in the caller's own scope, else the next one in the global scope
-/// (0: none). A CUDA runtime that a library loaded with `RTLD_LOCAL` depends on (Python
-/// extension modules) is only in that library's scope, which a lookup made from libcudablame
-/// would never see, and it may be another version than the global scope's. `caller` is a
-/// return address in the caller's code (0: unknown). Takes the loader's lock (`dladdr1`,
-/// `dlsym`): called by the runtime's resolvers and `dlsym`, which take it anyway.
+/// (`ours`): the next definition in the global scope, else one in the caller's own scope (0:
+/// none). A CUDA runtime that a library loaded with `RTLD_LOCAL` depends on (Python extension
+/// modules) is only in that library's scope, which a lookup made from libcudablame would never
+/// see. Where both scopes hold a runtime (`libcudart.so*`), of different files, the caller's own
+/// is the one the loader bound it to (a runtime's symbols are versioned: a reference to
+/// `cudaGetDriverEntryPoint@libcudart.so.11.0` skips the global `libcudart.so.12`, whose function
+/// takes a fourth, out parameter the caller never passes; a break-it review). Any other next
+/// definition (another tool preloaded after cudablame, wrapping the function) stays first, as the
+/// loader's global-scope-first order has it. `caller` is a return address in the caller's code
+/// (0: unknown). Takes the loader's lock (`dlsym`, `dladdr1`, `dlopen`): called by the runtime's
+/// resolvers and by `dlsym`, which take it anyway.
 fn next_definition(name: &std::ffi::CStr, ours: usize, caller: usize) -> usize {
-    // The caller's own scope first: a library loaded `RTLD_LOCAL` with a runtime of its own
-    // (an extension built for `libcudart.so.11.0` in a process whose global scope has
-    // `libcudart.so.12`) binds to its own runtime without cudablame, never to the global one
-    // (whose `cudaGetDriverEntryPoint` takes a fourth, out parameter the caller never passed).
-    let own = in_callers_scope(name, ours, caller);
-    if own != 0 {
-        return own;
-    }
     // SAFETY: a pseudo-handle and a C string.
     let next = unsafe { real::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-    if next != ours {
-        next
-    } else {
-        0
+    if next == 0 || next == ours {
+        return in_callers_scope(name, ours, caller);
     }
+    if name.to_bytes().starts_with(b"cuda") && caller != 0 {
+        let own = in_callers_scope(name, ours, caller);
+        if own != 0 && own != next {
+            if let (Some(a), Some(b)) = (runtime_file(own), runtime_file(next)) {
+                if a != b {
+                    return own;
+                }
+            }
+        }
+    }
+    next
+}
+
+/// The file name of the CUDA runtime (`libcudart.so*`) that defines `address`, if it is one.
+fn runtime_file(address: usize) -> Option<std::ffi::CString> {
+    let (_, path) = crate::stack::module_of(address)?;
+    let file = path.rsplit('/').next().unwrap_or(&path);
+    file.starts_with("libcudart.so")
+        .then(|| std::ffi::CString::new(file).ok())
+        .flatten()
 }
 
 /// `name` looked up in the scope of the object holding `caller` (0: unknown), unless that finds
@@ -453,8 +482,10 @@ fn in_callers_scope(name: &std::ffi::CStr, ours: usize, caller: usize) -> usize 
     if caller == 0 {
         return 0;
     }
-    // SAFETY: dladdr1 only reads loader data; with RTLD_DL_LINKMAP it stores the caller's
-    // `struct link_map *`, which glibc accepts as a handle (it is what dlopen returns).
+    let _errno = crate::safety::KeepErrno::now();
+    // SAFETY: dladdr1 only reads loader data (with RTLD_DL_LINKMAP it also stores the caller's
+    // `struct link_map *`); dlopen with RTLD_NOLOAD only finds an object already loaded, whose
+    // handle is closed again.
     unsafe {
         let mut info: libc::Dl_info = std::mem::zeroed();
         let mut map: *mut c_void = std::ptr::null_mut();
@@ -469,7 +500,27 @@ fn in_callers_scope(name: &std::ffi::CStr, ours: usize, caller: usize) -> usize 
         {
             return 0;
         }
-        let found = real::dlsym(map, name.as_ptr()) as usize;
+        // A link map is a `dlsym` handle only once its search list is built: an object loaded
+        // at startup (not the program) has none, and glibc reads a NULL list (SIGSEGV; a
+        // break-it review). `dlopen(RTLD_NOLOAD)` of the object builds it; the main program's
+        // handle is `dlopen(NULL)`, whose `dli_fname` is only `argv[0]`.
+        let main = libc::dlopen(std::ptr::null(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        let handle = if map == main || info.dli_fname.is_null() {
+            main
+        } else {
+            libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD)
+        };
+        let found = if handle.is_null() {
+            0
+        } else {
+            real::dlsym(handle, name.as_ptr()) as usize
+        };
+        if !handle.is_null() && handle != main {
+            libc::dlclose(handle);
+        }
+        if !main.is_null() {
+            libc::dlclose(main);
+        }
         if found == ours {
             0
         } else {

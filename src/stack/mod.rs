@@ -355,7 +355,7 @@ pub(crate) fn symbolize(ips: impl AsRef<[usize]>, depth: usize) -> Vec<Frame> {
             if let Some(&(_, f)) = room.iter().find(|r| r.0 == *base) {
                 return f;
             }
-            let f = room_to_resolve(path);
+            let f = room_to_resolve(*base, path);
             room.push((*base, f));
             f
         };
@@ -391,9 +391,28 @@ pub(crate) fn symbolize(ips: impl AsRef<[usize]>, depth: usize) -> Vec<Frame> {
 /// twice the file's size and 32 MiB must be mappable now (a trial mapping, reserving nothing,
 /// given back at once). Found by a break-it review: a program under `RLIMIT_AS` with tens of
 /// MiB to spare died of SIGABRT in its report (the library's own 16 MiB of debug information).
-/// Where it does not fit, the module's frames keep their module and address, unnamed.
-fn room_to_resolve(path: &str) -> bool {
-    let size = std::fs::metadata(path).map_or(0, |m| m.len()) as usize;
+/// Where it does not fit, the module's frames keep their module and address, unnamed. `base`:
+/// the module's load address, `path` its name from the loader (the main program's is `argv[0]`,
+/// which may name another file from here: its size is `/proc/self/exe`'s). Separate debug files
+/// are not counted (a margin of 32 MiB covers a system library's). Without an address-space
+/// limit nothing is probed.
+fn room_to_resolve(base: usize, path: &str) -> bool {
+    // SAFETY: getrlimit writes the local struct.
+    let limited = unsafe {
+        let mut l: libc::rlimit = std::mem::zeroed();
+        libc::getrlimit(libc::RLIMIT_AS, &mut l) == 0 && l.rlim_cur != libc::RLIM_INFINITY
+    };
+    if !limited {
+        return true;
+    }
+    // SAFETY: getauxval has no preconditions; AT_PHDR lies in the main program's image.
+    let main = module_of(unsafe { libc::getauxval(libc::AT_PHDR) } as usize).map(|m| m.0);
+    let file = if main == Some(base) {
+        "/proc/self/exe"
+    } else {
+        path
+    };
+    let size = std::fs::metadata(file).map_or(0, |m| m.len()) as usize;
     let need = size.saturating_mul(2).saturating_add(32 << 20);
     // SAFETY: an anonymous mapping of no access, unmapped before return; nothing touches it.
     unsafe {

@@ -231,8 +231,26 @@ use std::sync::OnceLock;
 use types::{CUresult, Res};
 
 /// Runs an entry point body: `Ok` becomes `CUDA_SUCCESS`, `Err(code)` becomes `code`, and a
-/// panic (a bug in the fake) becomes `CUDA_ERROR_UNKNOWN` instead of unwinding into C.
+/// panic (a bug in the fake) becomes `CUDA_ERROR_UNKNOWN` instead of unwinding into C. With
+/// `FAKE_CUDA_ERRNO=N` every such entry point leaves `errno` at N, as a real driver's file
+/// probes and ioctls may (a program then reads N after the call, with or without cudablame).
 pub fn guard(body: impl FnOnce() -> Res<()>) -> CUresult {
+    static ERRNO: OnceLock<Option<i32>> = OnceLock::new();
+    let leave = *ERRNO.get_or_init(|| {
+        std::env::var("FAKE_CUDA_ERRNO")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    let rc = guarded(body);
+    if let Some(e) = leave {
+        // SAFETY: glibc's per-thread errno slot.
+        unsafe { *libc::__errno_location() = e };
+    }
+    rc
+}
+
+/// [`guard`]'s body call.
+fn guarded(body: impl FnOnce() -> Res<()>) -> CUresult {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         Ok(Ok(())) => errors::SUCCESS,
         Ok(Err(code)) => code,
