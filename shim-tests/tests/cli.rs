@@ -708,8 +708,8 @@ fn demo_refuses_devices_as_run_does_and_never_reads_one() {
 /// it checked it, also for a program that a script starts after a `cd` (found by a break-it
 /// review: the library anchors relative paths at its own process's start folder, so the report
 /// `--report reports/r.json` had checked was lost, and the default one landed in `sub/`). Given
-/// as an option, set in the variable, or the default (unset or blank); in a folder whose name
-/// holds `%p`, which must stay as it is.
+/// as an option, set in the variable, or the default (unset, blank, or a value the library
+/// would refuse); in a folder whose name holds `%p`, which must stay as it is.
 #[test]
 fn run_keeps_relative_report_paths_where_it_was_started() {
     let dir = fresh_dir("run-from-here-%p");
@@ -719,7 +719,7 @@ fn run_keeps_relative_report_paths_where_it_was_started() {
     let script = ["sh", "-c", "cd sub && exec \"$0\" oob", s(&prog)];
     // (run's options, the environment, the files expected under the start folder, sorted)
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a [&'a str]);
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         (
             &["--report", "reports/r.json", "--trace", "reports/"],
             &[],
@@ -731,9 +731,10 @@ fn run_keeps_relative_report_paths_where_it_was_started() {
             &["reports/e.json"],
         ),
         (&[], &[], &["cudablame-"]),
-        // Blank: the default, here too (it was left to the library, whose default then
-        // landed in `sub/`), said once.
+        // Blank, or a value the library warns about: the default, here too (it was left to
+        // the library, whose default then landed in `sub/`; a fresh-user trial), said once.
         (&[], &[("CUDABLAME_REPORT", " ")], &["cudablame-"]),
+        (&[], &[("CUDABLAME_REPORT", "on")], &["cudablame-"]),
     ];
     for (options, env, expect) in cases {
         let _ = std::fs::remove_dir_all(dir.join("reports"));
@@ -748,10 +749,14 @@ fn run_keeps_relative_report_paths_where_it_was_started() {
         let o = cli_in(&dir, &args, env);
         assert_eq!(o.status.code(), Some(1), "{options:?}: {}", stderr(&o));
         assert!(!stderr(&o).contains("cannot write"), "{}", stderr(&o));
-        let blank = env.iter().any(|(_, v)| v.trim().is_empty());
-        assert_eq!(
-            stderr(&o).matches("CUDABLAME_REPORT is empty").count(),
-            usize::from(blank),
+        let replaced = env.iter().any(|(_, v)| v.trim().is_empty() || *v == "on");
+        let said = stderr(&o)
+            .lines()
+            .filter(|l| l.contains("CUDABLAME_REPORT") && l.contains("using the default"))
+            .count();
+        assert_eq!(said, usize::from(replaced), "{}", stderr(&o));
+        assert!(
+            !stderr(&o).contains("cudablame: CUDABLAME_REPORT"),
             "{}",
             stderr(&o)
         );

@@ -101,6 +101,25 @@ fn demo_reads_an_exported_report_variable_and_report_off_succeeds() {
     assert!(!err(&o).contains("exit status:"), "{}", err(&o));
 }
 
+/// A setting that keeps the demo from naming its culprit (`CUDABLAME_MARKERS=off`: a suspect
+/// only) ends with exit status 1 and a line saying why (a fresh-user trial: the status alone).
+#[test]
+fn a_demo_that_names_another_kernel_says_why_it_fails() {
+    let dir = fresh("demo-markers-off");
+    let report = dir.join("r.json");
+    let o = cli_in(
+        &cudablame(),
+        &["demo", "--simulated", "--report", s(&report)],
+        &[("CUDABLAME_MARKERS", "off")],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(
+        err(&o).contains("the demo's culprit is histogram_oob; a CUDABLAME_* setting"),
+        "{}",
+        err(&o)
+    );
+}
+
 /// Found by a new-user trial: `demo` looked for its report only at the expanded path, so a second
 /// run with the same `--report` path (the library then writes `NAME.1.json`: a report never
 /// replaces a file) and a folder pattern (`DIR/`, the report inside it) ended "no report at ..."

@@ -280,6 +280,12 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             if kernel == "histogram_oob" {
                 ExitCode::SUCCESS
             } else {
+                // Said, not only the exit status (a fresh-user trial: `CUDABLAME_MARKERS=off`
+                // names a suspect, and the demo exited 1 without a word).
+                eprintln!(
+                    "cudablame demo: the demo's culprit is histogram_oob; a CUDABLAME_* setting \
+                     in this environment made cudablame name {kernel} instead (exit status 1)"
+                );
                 ExitCode::from(1)
             }
         }

@@ -181,6 +181,32 @@ fn settle(
     }
     let from_env = std::env::var(var).ok();
     match from_env.as_deref() {
+        // Blank, or a value the library would warn about (an on/off word but `off`, a bad
+        // escape): the library would take its default in the program's own start folder, which
+        // a script's `cd` moves (a fresh-user trial: the text then named a file that was not
+        // there); said here, and the default anchored here as when unset.
+        Some(v)
+            if default.is_some()
+                && (v.trim().is_empty()
+                    || cudablame_report::pattern::problem(v.trim()).is_some()) =>
+        {
+            let d = default.unwrap_or_default();
+            match cudablame_report::pattern::problem(v.trim()) {
+                Some(problem) if !v.trim().is_empty() => eprintln!(
+                    "cudablame run: {var}={:?}: {problem}; using the default report path {d}",
+                    v.trim()
+                ),
+                _ => eprintln!("cudablame run: {var} is empty; using the default report path {d}"),
+            }
+            match check_report_folder(d) {
+                Ok(()) => Ok(Some(d.to_string())),
+                Err(e) => {
+                    let (what, value) = fallback(d);
+                    eprintln!("cudablame run: {e} (the default report path {d}); {what}");
+                    Ok(Some(value))
+                }
+            }
+        }
         Some(v) if !no_path(v) => {
             let Err(e) = check_report_folder(v) else {
                 return Ok(None);
@@ -200,21 +226,6 @@ fn settle(
             };
             eprintln!("cudablame run: {var}={v}: {e}; {what}");
             Ok(Some(value))
-        }
-        // Blank: the library would warn and take its default in the program's own start
-        // folder, which a script's `cd` moves; said here, and the default anchored here as when
-        // unset (the blank value was left to the library before).
-        Some(v) if v.trim().is_empty() && default.is_some() => {
-            let d = default.unwrap_or_default();
-            eprintln!("cudablame run: {var} is empty; using the default report path {d}");
-            match check_report_folder(d) {
-                Ok(()) => Ok(Some(d.to_string())),
-                Err(e) => {
-                    let (what, value) = fallback(d);
-                    eprintln!("cudablame run: {e} (the default report path {d}); {what}");
-                    Ok(Some(value))
-                }
-            }
         }
         Some(_) => Ok(None),
         None => match default.map(|d| (d, check_report_folder(d))) {
