@@ -247,20 +247,22 @@ pub fn render_with(
     if let Some(note) = &c.python_note {
         let _ = writeln!(out, "    {note}");
     }
-    if !r.suspects.is_empty() {
-        let shown = if verbose { r.suspects.len() } else { 3 };
-        let list: Vec<String> = r
-            .suspects
-            .iter()
-            .take(shown)
-            .map(|o| {
-                if verbose {
-                    format!("{} (stream {})", op_line(o), o.stream)
-                } else {
-                    op_brief(o)
-                }
-            })
-            .collect();
+    if verbose && !r.suspects.is_empty() {
+        // Each with its launch stack (a fresh-user trial: two candidates launched through one
+        // helper read alike, and the callers that told them apart were only in the JSON).
+        let _ = writeln!(out, "other unfinished ops:");
+        for o in &r.suspects {
+            let _ = writeln!(
+                out,
+                "  {} (stream {}), launched from:",
+                op_line(o),
+                o.stream
+            );
+            stacks(&mut out, &o.python, &o.stack, verbose, json_kept);
+        }
+    } else if !r.suspects.is_empty() {
+        let shown = 3;
+        let list: Vec<String> = r.suspects.iter().take(shown).map(op_brief).collect();
         let more = r.suspects.len().saturating_sub(shown);
         let _ = writeln!(
             out,
@@ -371,6 +373,35 @@ mod tests {
             2000
         );
         assert!(!all.contains("more streams"));
+    }
+
+    /// `--verbose` lists each other unfinished op with its launch stack (a fresh-user trial: two
+    /// candidates launched through one helper read alike in the text, and the callers that told
+    /// them apart were only in the JSON); the short text keeps one line.
+    #[test]
+    fn verbose_lists_each_unfinished_ops_launch_stack() {
+        let mut r = sample();
+        r.suspects[0].stack = vec![Frame {
+            function: Some("launch_from_the_second_caller".into()),
+            file: Some("prog.c".into()),
+            line: Some(35),
+            module: Some("/tmp/prog".into()),
+            address: "0x1234".into(),
+        }];
+        let all = render_verbose(&r);
+        let at = all
+            .lines()
+            .position(|l| l.starts_with("  #3 ") && l.ends_with("launched from:"))
+            .unwrap_or_else(|| panic!("{all}"));
+        assert!(
+            all.lines()
+                .skip(at)
+                .any(|l| l.contains("launch_from_the_second_caller")),
+            "{all}"
+        );
+        let short = render(&r);
+        assert!(short.contains("other unfinished ops: "), "{short}");
+        assert!(!short.contains("launch_from_the_second_caller"), "{short}");
     }
 
     #[test]
