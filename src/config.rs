@@ -376,9 +376,11 @@ impl Config {
         }
         if let Some(v) = get("CUDABLAME_STACK") {
             c.stack = match v.trim().to_ascii_lowercase().as_str() {
-                "native" | "on" => StackMode::Native,
-                "every" => StackMode::Every,
-                "off" | "none" => StackMode::Off,
+                // The on/off words and `all` as `CUDABLAME_MARKERS` takes them (a fresh-user
+                // trial: `all` was taken there and refused here).
+                "native" | "1" | "on" | "yes" | "true" => StackMode::Native,
+                "every" | "all" => StackMode::Every,
+                "0" | "off" | "no" | "false" | "none" => StackMode::Off,
                 _ => {
                     w.push(format!(
                         "CUDABLAME_STACK={} is not native/every/off; using native",
@@ -526,8 +528,11 @@ mod tests {
         assert_eq!((c.stack_depth, c.ring), (8, 1024));
         for (v, mode) in [
             ("every", StackMode::Every),
+            ("all", StackMode::Every),
             (" Native ", StackMode::Native),
+            ("yes", StackMode::Native),
             ("none", StackMode::Off),
+            ("0", StackMode::Off),
         ] {
             let (c, w) = parse(&[("CUDABLAME_STACK", v)]);
             assert!(w.is_empty(), "{v}: {w:?}");
