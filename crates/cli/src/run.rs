@@ -162,9 +162,17 @@ fn settle(
         // The pattern itself first, as the library would read it (else the library warned
         // about a variable the user never set, and took its default).
         if let Some(e) = given_report_problem(p) {
+            // The advice once (a pattern's problem may carry its own), and a long value cut as
+            // the library cuts it (a fresh-user trial: both in full).
+            let advice = if e.contains("(give ") {
+                String::new()
+            } else {
+                format!("; give a writable path pattern with {option}, or {option} off")
+            };
+            let shown: String = p.chars().take(64).collect();
+            let cut = if shown.len() < p.len() { "..." } else { "" };
             eprintln!(
-                "cudablame run: {option} {p:?}: {e}; give a writable path pattern with {option}, \
-                 or {option} off (the program was not started)"
+                "cudablame run: {option} {shown:?}{cut}: {e}{advice} (the program was not started)"
             );
             return Err(ExitCode::from(2));
         }

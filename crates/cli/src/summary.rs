@@ -84,14 +84,29 @@ pub fn summary(args: SummaryArgs) -> ExitCode {
             return ExitCode::from(1);
         }
         let places = scanned.join(", ");
-        let others = if skipped.other > 0 {
-            format!(
-                " ({} other JSON file{} skipped: traces or not cudablame's)",
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        let mut others = Vec::new();
+        if skipped.other > 0 {
+            others.push(format!(
+                "{} other JSON file{} skipped: traces or not cudablame's",
                 skipped.other,
-                if skipped.other == 1 { "" } else { "s" }
-            )
-        } else {
+                plural(skipped.other)
+            ));
+        }
+        if skipped.not_json > 0 {
+            // A report named otherwise (`--report r.txt`) is read when named itself (a
+            // fresh-user trial: "no reports found" alone).
+            others.push(format!(
+                "{} file{} not named *.json, which a folder's scan leaves out: name a report \
+                 file itself to read it",
+                skipped.not_json,
+                plural(skipped.not_json)
+            ));
+        }
+        let others = if others.is_empty() {
             String::new()
+        } else {
+            format!(" ({})", others.join("; "))
         };
         eprintln!("cudablame summary: no reports found in {places}{others}");
         return ExitCode::from(1);
@@ -128,6 +143,8 @@ struct Skipped {
     other: usize,
     /// Reports that could not be used (a newer schema, truncated, unreadable): named, with why.
     named: Vec<(PathBuf, String)>,
+    /// Files not named `*.json` (not read).
+    not_json: usize,
 }
 
 /// Reads the reports of a directory into `found`.
@@ -139,10 +156,11 @@ fn scan(dir: &Path, found: &mut Vec<Found>, skipped: &mut Skipped) {
             return;
         }
     };
-    let mut files: Vec<PathBuf> = entries
+    let (mut files, others): (Vec<PathBuf>, Vec<PathBuf>) = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
-        .collect();
+        .filter(|p| p.is_file())
+        .partition(|p| p.extension().is_some_and(|x| x == "json"));
+    skipped.not_json += others.len();
     files.sort();
     for path in files {
         let bytes = match show::read_limited(&path) {
