@@ -314,10 +314,17 @@ fn rank(
                 (false, false) => "",
             };
             let age = now.saturating_sub(o.time_ns);
-            let evidence = format!(
-                "{what}{assert}{history}, launched {:.3} ms before the last recorded launch",
-                age as f64 / 1e6
-            );
+            // The newest op is the last recorded launch itself (a fresh-user trial: "launched
+            // 0.000 ms before the last recorded launch").
+            let when = if age == 0 {
+                ", the last op recorded".to_string()
+            } else {
+                format!(
+                    ", launched {:.3} ms before the last recorded launch",
+                    age as f64 / 1e6
+                )
+            };
+            let evidence = format!("{what}{assert}{history}{when}");
             (
                 (
                     !named[k],
@@ -1373,6 +1380,20 @@ mod tests {
         assert!(v.candidates[1].evidence.contains("communication kernel"));
         assert!(v.candidates[2].evidence.contains("copy or memset"));
         assert!(v.reason.contains("ranks first"), "{}", v.reason);
+        // The newest op is the last recorded launch itself, the others are dated from it (a
+        // fresh-user trial: "launched 0.000 ms before the last recorded launch").
+        assert!(
+            v.candidates[2].evidence.ends_with(", the last op recorded"),
+            "{}",
+            v.candidates[2].evidence
+        );
+        assert!(
+            v.candidates[0]
+                .evidence
+                .contains("ms before the last recorded launch"),
+            "{}",
+            v.candidates[0].evidence
+        );
     }
 
     #[test]
