@@ -1,6 +1,7 @@
 //! Every `CUDABLAME_*` variable, parsed once on first use. A bad value gets one line on stderr and
 //! the default; the program is never affected. The README's "Configuration" table mirrors this.
 
+use cudablame_report::text::shown;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Which host stacks a launch record carries.
@@ -237,11 +238,6 @@ pub(crate) fn unknown_variables(names: impl Iterator<Item = std::ffi::OsString>)
             )
         })
         .collect()
-}
-
-/// A value as echoed in a warning: quoted, escaped, cut to 64 characters.
-fn shown(raw: &str) -> String {
-    crate::safety::shorten(&format!("{raw:?}"), 64)
 }
 
 /// The on/off words every switch accepts (`1`, `on`, `yes`, `true` / `0`, `off`, `no`, `false`,

@@ -140,13 +140,11 @@ fn shared_runtime_loaded() -> bool {
         // `found` is the `bool` below.
         unsafe {
             let name = (*info).dlpi_name;
-            if !name.is_null() {
-                let name = std::ffi::CStr::from_ptr(name).to_bytes();
-                let file = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
-                if file.starts_with(b"libcudart.so") {
-                    *found.cast::<bool>() = true;
-                    return 1;
-                }
+            if !name.is_null()
+                && crate::real::is_runtime_file(std::ffi::CStr::from_ptr(name).to_bytes())
+            {
+                *found.cast::<bool>() = true;
+                return 1;
             }
         }
         0

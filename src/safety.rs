@@ -158,21 +158,43 @@ pub(crate) fn set_errno(value: libc::c_int) {
 }
 
 /// The calling thread's `errno`, put back when dropped: cudablame's own system calls (report
-/// files, `/proc` and `/sys` reads, `getcwd`, a failed write to stderr) must not change what the
-/// program reads in `errno` at `main` (ISO C: 0 there) or after a hooked call.
-pub(crate) struct KeepErrno(libc::c_int);
+/// files, `/proc` and `/sys` reads, `getcwd`, a failed write to stderr, a progress marker's
+/// driver call) must not change what the program reads in `errno` at `main` (ISO C: 0 there) or
+/// after a hooked call. Around a hooked call the real call made through [`around`](Self::around)
+/// starts from the program's value, and what it left is what is put back (a break-it review:
+/// `errno` 2, `ENOENT`, after a `cuStreamSynchronize` whose report was written, where it was the
+/// program's own 4242 without cudablame).
+pub(crate) struct KeepErrno {
+    /// The program's value when this was made.
+    program: libc::c_int,
+    /// What is put back: the program's value, or what the call made through `around` left.
+    left: std::cell::Cell<libc::c_int>,
+}
 
 impl KeepErrno {
     #[inline(always)]
     pub(crate) fn now() -> KeepErrno {
-        KeepErrno(errno())
+        let program = errno();
+        KeepErrno {
+            program,
+            left: std::cell::Cell::new(program),
+        }
+    }
+
+    /// Runs the program's own call `f` with the program's `errno`, and keeps what it left.
+    #[inline(always)]
+    pub(crate) fn around<T>(&self, f: impl FnOnce() -> T) -> T {
+        set_errno(self.program);
+        let r = f();
+        self.left.set(errno());
+        r
     }
 }
 
 impl Drop for KeepErrno {
     #[inline(always)]
     fn drop(&mut self) {
-        set_errno(self.0);
+        set_errno(self.left.get());
     }
 }
 
@@ -243,13 +265,9 @@ pub(crate) fn write_stderr(bytes: &[u8]) {
     }
 }
 
-/// `s`, cut to `max` characters with a `…` when longer: user input echoed in one-line messages.
-pub(crate) fn shorten(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((end, _)) => format!("{}…", &s[..end]),
-        None => s.to_string(),
-    }
-}
+/// `s`, cut to `max` characters with a `…` when longer: user input echoed in one-line messages
+/// (one rule for the library and the command: `cudablame_report::text::shorten`).
+pub(crate) use cudablame_report::text::shorten;
 
 /// A process-wide value that a forked child can drop without touching it.
 ///
@@ -714,12 +732,6 @@ mod tests {
             started.elapsed() < ForkSafeOnce::<u32>::WAIT,
             "the role was given back"
         );
-    }
-
-    #[test]
-    fn shorten_cuts_long_input() {
-        assert_eq!(shorten("abc", 5), "abc");
-        assert_eq!(shorten("abcdef", 3), "abc…");
     }
 
     /// Makes and drops of [`COUNTED`]'s values, and what hooks after the drop saw.

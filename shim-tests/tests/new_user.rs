@@ -571,11 +571,9 @@ fn a_report_name_too_long_for_the_os_is_refused_before_starting() {
             assert_eq!(out(&o).contains("PROGRAM-RAN"), !refused, "{e}");
             if refused {
                 assert_eq!(e.lines().count(), 1, "{e}");
-                // The value cut at 64 characters, as the library cuts what it echoes.
-                let said = format!(
-                    "{option} {:?}...: its file name is 260 bytes long",
-                    &long[..64]
-                );
+                // The value quoted and cut at 64 characters, as the library echoes a value.
+                let cut: String = format!("{long:?}").chars().take(64).collect();
+                let said = format!("{option} {cut}…: its file name is 260 bytes long");
                 assert!(e.contains(&said), "{e}");
             }
         }

@@ -98,7 +98,8 @@ fn run(
                     0
                 };
                 if gate & Gate::PAUSED != 0 {
-                    if let Some(rc) = paused_call(describe, call_real, real, entered) {
+                    let errno = crate::safety::KeepErrno::now();
+                    if let Some(rc) = paused_call(&errno, describe, call_real, real, entered) {
                         return rc;
                     }
                 }
@@ -113,17 +114,18 @@ fn run(
 /// except a capture's begin and end, which still keep the capture count, and the graph table's
 /// calls (`Call::kept_while_paused`): for those `None`, record it. (Telling them apart costs the
 /// paused path one `describe`, a few stores.) `entered`: the hook's entry under
-/// `CUDABLAME_STATS` (0: not measuring). Cold, out of line.
+/// `CUDABLAME_STATS` (0: not measuring); `errno`: the hook's keeper of the program's `errno`,
+/// through which the real call is made. Cold, out of line.
 #[cold]
 #[inline(never)]
 fn paused_call(
+    errno: &crate::safety::KeepErrno,
     describe: &dyn Fn() -> Call,
     call_real: &dyn Fn(usize) -> CUresult,
     real: usize,
     entered: u64,
 ) -> Option<CUresult> {
-    let errno = KeptErrno::now();
-    let real_call = || errno.real_call(call_real, real);
+    let real_call = || errno.around(|| call_real(real));
     match while_paused(describe) {
         Paused::Kept => None,
         Paused::Op => Some(record::cost::paused_op(entered, real_call)),
@@ -131,56 +133,6 @@ fn paused_call(
             record::cost::break_gap(entered);
             Some(real_call())
         }
-    }
-}
-
-/// The program's `errno` around a hooked call: what the program sees after the hook is what the
-/// real call left, as without cudablame. The real call starts from the program's value, and
-/// whatever cudablame's own work sets (first-use setup, a report's files, the progress
-/// marker's driver call, a failed write to stderr) is undone when this is dropped, at the
-/// hook's end. Found by a break-it review: `errno` 2 (`ENOENT`) after a `cuStreamSynchronize`
-/// whose report was written, where it was the program's own 4242 without cudablame.
-struct KeptErrno {
-    /// The program's value when the hook was entered.
-    program: std::ffi::c_int,
-    /// What the real call left (the program's value until it is made).
-    left: Cell<std::ffi::c_int>,
-}
-
-impl KeptErrno {
-    #[inline(always)]
-    fn now() -> KeptErrno {
-        let program = crate::safety::errno();
-        KeptErrno {
-            program,
-            left: Cell::new(program),
-        }
-    }
-
-    /// Puts the program's value back (before a nested keeper takes over).
-    fn program_again(&self) {
-        crate::safety::set_errno(self.program);
-    }
-
-    /// Keeps the current value as the hook's result (what a nested keeper's real call left).
-    fn left_now(&self) {
-        self.left.set(crate::safety::errno());
-    }
-
-    /// Makes the real call `call_real(real)` with the program's `errno`, and keeps what it left.
-    #[inline(always)]
-    fn real_call(&self, call_real: &dyn Fn(usize) -> CUresult, real: usize) -> CUresult {
-        crate::safety::set_errno(self.program);
-        let rc = call_real(real);
-        self.left.set(crate::safety::errno());
-        rc
-    }
-}
-
-impl Drop for KeptErrno {
-    #[inline(always)]
-    fn drop(&mut self) {
-        crate::safety::set_errno(self.left.get());
     }
 }
 
@@ -195,29 +147,25 @@ fn run_general(
     describe: &dyn Fn() -> Call,
     call_real: &dyn Fn(usize) -> CUresult,
 ) -> CUresult {
-    let errno = KeptErrno::now();
+    let errno = crate::safety::KeepErrno::now();
     let real = real_function(ep);
     if real == 0 {
         return CUDA_ERROR_NOT_INITIALIZED;
     }
     if crate::safety::disabled() {
-        return errno.real_call(call_real, real);
+        return errno.around(|| call_real(real));
     }
     // The hook's entry, for the whole hook's time under `CUDABLAME_STATS` (0: not measuring).
     let entered = record::cost::start();
     if pause::paused() {
-        // `paused_call` keeps the program's errno from here, and what its real call left stays
-        // (a review: this guard put the program's value back over the driver's).
-        errno.program_again();
-        if let Some(rc) = paused_call(describe, call_real, real, entered) {
-            errno.left_now();
+        if let Some(rc) = paused_call(&errno, describe, call_real, real, entered) {
             return rc;
         }
     }
     crate::safety::register_fork_handler(after_fork_in_child);
     let Some(d) = real::found_driver() else {
         // No driver found (a `RTLD_NEXT` definition): nothing to record against.
-        return errno.real_call(call_real, real);
+        return errno.around(|| call_real(real));
     };
     open_gate();
     drop(errno); // `record_call` keeps it from here
@@ -271,8 +219,8 @@ fn record_call<const TIMED: bool>(
     real: usize,
     entered: u64,
 ) -> CUresult {
-    let errno = KeptErrno::now();
-    let real_call = || errno.real_call(call_real, real);
+    let errno = crate::safety::KeepErrno::now();
+    let real_call = || errno.around(|| call_real(real));
     if !IN_HOOK.try_with(|c| !c.replace(true)).unwrap_or(false) {
         return real_call();
     }
@@ -467,13 +415,12 @@ fn next_definition(name: &std::ffi::CStr, ours: usize, caller: usize) -> usize {
     next
 }
 
-/// The file name of the CUDA runtime (`libcudart.so*`) that defines `address`, if it is one.
-fn runtime_file(address: usize) -> Option<std::ffi::CString> {
+/// The file name of the CUDA runtime (`libcudart.so*`) that defines `address`, if it is one
+/// (the name, not the path: two copies of one runtime version in two folders are one runtime).
+fn runtime_file(address: usize) -> Option<String> {
     let (_, path) = crate::stack::module_of(address)?;
     let file = path.rsplit('/').next().unwrap_or(&path);
-    file.starts_with("libcudart.so")
-        .then(|| std::ffi::CString::new(file).ok())
-        .flatten()
+    real::is_runtime_file(file.as_bytes()).then(|| file.to_string())
 }
 
 /// `name` looked up in the scope of the object holding `caller` (0: unknown), unless that finds

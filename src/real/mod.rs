@@ -45,6 +45,14 @@ pub extern "C" fn resolve_real_dlsym() -> usize {
     glibc_next(c"dlsym", &REAL_DLSYM)
 }
 
+/// Whether the module file at `path` (a loader's name, with or without folders) is a shared
+/// CUDA runtime, `libcudart.so*`: the error strings' lookup (`detect`) and the runtime
+/// resolvers' choice between two runtimes (`interpose::next_definition`) ask the same.
+pub(crate) fn is_runtime_file(path: &[u8]) -> bool {
+    let file = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+    file.starts_with(b"libcudart.so")
+}
+
 /// glibc's `pthread_create` (the next definition after libcudablame's exported one), 0 if none.
 ///
 /// Found by the library's constructor (`interpose::pthread`) when the library is loaded, so that

@@ -163,17 +163,14 @@ fn settle(
         // about a variable the user never set, and took its default).
         if let Some(e) = given_report_problem(p) {
             // The advice once (a pattern's problem may carry its own), and a long value cut as
-            // the library cuts it (a fresh-user trial: both in full).
+            // the library cuts what it echoes (a fresh-user trial: both in full).
             let advice = if e.contains("(give ") {
                 String::new()
             } else {
                 format!("; give a writable path pattern with {option}, or {option} off")
             };
-            let shown: String = p.chars().take(64).collect();
-            let cut = if shown.len() < p.len() { "..." } else { "" };
-            eprintln!(
-                "cudablame run: {option} {shown:?}{cut}: {e}{advice} (the program was not started)"
-            );
+            let shown = cudablame_report::text::shown(p);
+            eprintln!("cudablame run: {option} {shown}: {e}{advice} (the program was not started)");
             return Err(ExitCode::from(2));
         }
         // A report file not named `*.json`: written, but `summary FOLDER` looks for that ending

@@ -23,6 +23,20 @@ use timeline::timeline;
 use crate::model::{Report, StreamSummary};
 use std::fmt::Write;
 
+/// `s`, cut to `max` characters with a `…` when longer: user input echoed in one-line messages
+/// (the library's warnings, the command's refusals).
+pub fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &s[..end]),
+        None => s.to_string(),
+    }
+}
+
+/// A value as one-line messages echo it: quoted and escaped (`{:?}`), cut at 64 characters.
+pub fn shown(raw: &str) -> String {
+    shorten(&format!("{raw:?}"), 64)
+}
+
 /// Cuts `s` to `width` characters, ending in `...` when cut.
 pub(super) fn fit(s: &str, width: usize) -> String {
     if s.chars().count() <= width {
@@ -402,6 +416,13 @@ mod tests {
         let short = render(&r);
         assert!(short.contains("other unfinished ops: "), "{short}");
         assert!(!short.contains("launch_from_the_second_caller"), "{short}");
+    }
+
+    #[test]
+    fn shorten_cuts_long_input() {
+        assert_eq!(shorten("abc", 5), "abc");
+        assert_eq!(shorten("abcdef", 3), "abc…");
+        assert_eq!(shown("on"), "\"on\"");
     }
 
     #[test]
